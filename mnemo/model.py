@@ -1,0 +1,249 @@
+"""The values mnemo passes around: memories, turns, events, plans, reports, recalls.
+
+Everything here is a plain dataclass with no I/O. The store turns rows into these,
+the pure stages (`extract`, `plan_writes`, `pack`, `salience`) take and return them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+KINDS = ("semantic", "procedural", "episodic")
+CATEGORIES = (
+    "fact",
+    "profile",
+    "preference",
+    "decision",
+    "change",
+    "failure",
+    "lesson",
+    "event",
+    "deadline",
+    "instruction",
+    "routine",
+    "note",
+)
+STATUSES = ("active", "superseded", "forgotten", "decayed")
+LINK_KINDS = ("supersedes", "because", "refers_to")
+# Where a memory came from, most authoritative first: the audit's resolution ladder uses this order.
+SOURCES = ("structured", "tool", "user", "derived")
+OPS = ("add", "corroborate", "duplicate", "supersede", "forget", "ignore")
+CONFIDENCE = ("certain", "vague", "unknown")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One raw input, recorded before anything is extracted from it."""
+
+    id: str
+    user: str
+    text: str
+    at: datetime
+    session: str | None = None
+    agent: str | None = None
+    role: str = "user"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A memory proposed by extraction, not yet reconciled or stored."""
+
+    text: str  # the memory as a self-contained sentence
+    kind: str = "semantic"  # semantic | procedural | episodic
+    category: str = "fact"  # see CATEGORIES
+    subject: str | None = None  # who or what it is about ("user", "IC-MC-44")
+    attribute: str | None = None  # normalised attribute name ("lead_time", "city")
+    value: str | None = None  # normalised value ("21 days", "Lisbon")
+    record_id: str | None = None  # an explicit record id named in the text
+    references: tuple[str, ...] = ()  # other record ids or memory ids it refers to
+    importance: float = 0.5  # in [0, 1]
+    single_valued: bool = True  # a new value replaces the old one
+    negated: bool = False  # "I no longer ...", "I don't like ...": retracts `value`
+    old_value: str | None = None  # "moved from 21 to 35": the value it corrects, if stated
+    cause: str | None = None  # "because the migration failed": the stated reason
+    command: str | None = None  # "forget" for an explicit forget request, else None
+    pinned: bool = False  # "remember that ..." may pin
+    source: str = "user"  # see SOURCES
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """A stored memory, active or tombstoned. Tombstones keep their row."""
+
+    id: str
+    user: str
+    text: str
+    kind: str = "semantic"
+    category: str = "fact"
+    subject: str | None = None
+    attribute: str | None = None
+    value: str | None = None
+    record_id: str | None = None
+    references: tuple[str, ...] = ()
+    importance: float = 0.5
+    pinned: bool = False
+    single_valued: bool = True
+    agent: str | None = None
+    session: str | None = None
+    turn_id: str | None = None
+    source: str = "user"
+    created_at: datetime | None = None
+    valid_from: datetime | None = None
+    last_accessed: datetime | None = None
+    expires_at: datetime | None = None  # TTL by importance tier; None = permanent
+    access_count: int = 0
+    corroborations: int = 0
+    status: str = "active"
+    status_reason: str | None = None
+    status_at: datetime | None = None
+    successor_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return self.status == "active"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One status change of a memory, with its reason and evidence."""
+
+    id: str
+    memory_id: str
+    at: datetime
+    action: str  # created | corroborated | superseded | forgotten | decayed | restored | accessed | reviewed
+    status_from: str | None
+    status_to: str | None
+    reason: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    other_id: str | None = None  # the successor, the corroborating turn, ...
+
+
+@dataclass(frozen=True)
+class Link:
+    """A typed edge between two memories: src supersedes / because / refers_to dst."""
+
+    src: str
+    dst: str
+    kind: str
+    at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    """One step of a write plan, decided by `plan_writes` and applied by the store."""
+
+    op: str  # see OPS
+    candidate: Candidate | None = None
+    target_id: str | None = None  # the existing memory it corroborates, duplicates, supersedes or forgets
+    reason: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)  # scores, thresholds, judge verdict
+    because_id: str | None = None  # an existing memory (a failure) that caused this change
+
+
+@dataclass(frozen=True)
+class Supersession:
+    """An old memory replaced by a new one, and why."""
+
+    old: MemoryRecord
+    new: MemoryRecord
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class WriteReport:
+    """What one `remember` did: every candidate ends up in exactly one list."""
+
+    turn_id: str
+    added: list[MemoryRecord] = field(default_factory=list)
+    corroborated: list[tuple[MemoryRecord, dict[str, Any]]] = field(default_factory=list)
+    duplicates: list[tuple[MemoryRecord, dict[str, Any]]] = field(default_factory=list)
+    superseded: list[Supersession] = field(default_factory=list)
+    forgotten: list[tuple[MemoryRecord, str]] = field(default_factory=list)
+    ignored: list[tuple[Candidate, str]] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.superseded or self.forgotten or self.corroborated)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A recall candidate with its component scores."""
+
+    memory: MemoryRecord
+    score: float
+    scores: dict[str, float] = field(default_factory=dict)  # dense, bm25, fused, recency, salience, prior
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A memory placed in the recall pack."""
+
+    memory: MemoryRecord
+    score: float
+    tokens: int
+    scores: dict[str, float] = field(default_factory=dict)
+    note: str | None = None  # e.g. "corrected from X on DATE, because Y (not current)"
+
+    @property
+    def id(self) -> str:
+        return self.memory.id
+
+    @property
+    def text(self) -> str:
+        return self.memory.text
+
+    @property
+    def kind(self) -> str:
+        return self.memory.kind
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """Why one candidate was packed or left out."""
+
+    memory_id: str
+    text: str
+    included: bool
+    reason: str  # packed | pinned | budget | quota | veto | inactive | below_threshold | expansion
+    scores: dict[str, float] = field(default_factory=dict)
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where a packed memory came from."""
+
+    memory_id: str
+    session: str | None
+    turn_id: str | None
+    at: datetime | None
+    source: str
+
+
+@dataclass
+class Recall:
+    """The answer to `recall`: a pack under a budget, with confidence, citations and trace."""
+
+    query: str
+    memories: list[Packed]
+    confidence: str  # certain | vague | unknown
+    citations: list[Citation]
+    trace: list[TraceEntry]
+    budget_tokens: int
+    tokens_used: int
+    history: list[Packed] = field(default_factory=list)  # superseded context reached by expansion, not current
+    message: str = ""  # "not in the record" when confidence is unknown
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ids(self) -> list[str]:
+        return [p.id for p in self.memories]
