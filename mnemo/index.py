@@ -1,0 +1,115 @@
+"""The in-process similarity index: a float32 matrix mirrored from the store.
+
+DuckDB stays the store of record; exact cosine search is served from this matrix
+because a numpy matrix-vector product is 10-25x faster than DuckDB's SQL brute
+force. The store keeps it in sync on every write (append, status change).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import InvalidInput
+
+
+class VectorIndex:
+    """Rows of unit vectors with the id, user and active flag of each row."""
+
+    def __init__(self, dim: int, capacity: int = 1024):
+        self.dim = dim
+        self._vecs = np.zeros((capacity, dim), dtype=np.float32)
+        self._active = np.zeros(capacity, dtype=bool)
+        self._user = np.zeros(capacity, dtype=np.int32)
+        self._ids: list[str] = []
+        self._row: dict[str, int] = {}
+        self._users: dict[str, int] = {}
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _grow(self, need: int) -> None:
+        cap = len(self._vecs)
+        if need <= cap:
+            return
+        new = max(need, cap * 2)
+        # Doubling keeps appends amortised O(1) without reallocating on every write.
+        for name in ("_vecs", "_active", "_user"):
+            old = getattr(self, name)
+            shape = (new, self.dim) if old.ndim == 2 else (new,)
+            grown = np.zeros(shape, dtype=old.dtype)
+            grown[: self.size] = old[: self.size]
+            setattr(self, name, grown)
+
+    def _user_code(self, user: str) -> int:
+        return self._users.setdefault(user, len(self._users))
+
+    def add(self, ids: list[str], users: list[str], vecs: np.ndarray, active: np.ndarray | None = None) -> None:
+        """Append rows (vectors are normalised here, so callers may pass raw embeddings)."""
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape[1] != self.dim or vecs.shape[0] != len(ids):
+            raise InvalidInput(f"expected {len(ids)} vectors of dimension {self.dim}, got shape {vecs.shape}")
+        n = len(ids)
+        self._grow(self.size + n)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        sl = slice(self.size, self.size + n)
+        self._vecs[sl] = vecs / norms
+        self._active[sl] = True if active is None else active
+        self._user[sl] = [self._user_code(u) for u in users]
+        for offset, mid in enumerate(ids):
+            self._row[mid] = self.size + offset
+        self._ids.extend(ids)
+        self.size += n
+
+    def set_active(self, ids: list[str], active: bool) -> None:
+        """Mark rows active or inactive (a tombstone leaves the row, only the flag changes)."""
+        rows = [self._row[i] for i in ids if i in self._row]
+        self._active[rows] = active
+
+    def vectors(self, ids: list[str]) -> np.ndarray:
+        """Return the stored unit vectors of `ids` (rows of zeros for unknown ids)."""
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        for k, mid in enumerate(ids):
+            row = self._row.get(mid)
+            if row is not None:
+                out[k] = self._vecs[row]
+        return out
+
+    def search(
+        self, query: np.ndarray, k: int, *, user: str | None = None, allowed: set[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """Return the top-k active (id, cosine) for `user`, optionally only among `allowed` ids."""
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.dim:
+            raise InvalidInput(f"query vector has dimension {q.shape[0]}, the store uses {self.dim}")
+        if self.size == 0 or k <= 0:
+            return []
+        norm = float(np.linalg.norm(q))
+        if norm == 0.0:
+            return []
+        q = q / norm
+        mask = self._active[: self.size].copy()
+        if user is not None:
+            code = self._users.get(user)
+            if code is None:
+                return []
+            mask &= self._user[: self.size] == code
+        if allowed is not None:
+            rows = np.fromiter((self._row[i] for i in allowed if i in self._row), dtype=np.int64)
+            keep = np.zeros(self.size, dtype=bool)
+            keep[rows] = True
+            mask &= keep
+        rows = np.flatnonzero(mask)
+        if rows.size == 0:
+            return []
+        # A dense product over all rows beats gathering a large subset first (no copy of the matrix).
+        if rows.size > self.size // 4:
+            scores = self._vecs[: self.size] @ q
+            scores = scores[rows]
+        else:
+            scores = self._vecs[rows] @ q
+        k = min(k, rows.size)
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(self._ids[rows[t]], float(scores[t])) for t in top]

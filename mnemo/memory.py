@@ -1,0 +1,183 @@
+"""The `Memory` facade: open a store and wire the stages together. No decisions live here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import decay as decay_stage
+from . import recall as recall_stage
+from . import write as write_stage
+from .clock import Clock, WallClock, utc
+from .config import Config, recipe
+from .embed import Embedder, make_embedder
+from .errors import InvalidInput, NotFound
+from .llm import LLM, connect
+from .model import Candidate, Event, MemoryRecord, Recall, WriteReport
+from .reconcile import model_judge, offline_judge
+from .store import Store, new_id
+from .tokens import count_many, tokenizer_name
+
+
+class Memory:
+    """Long-term memory for one store: remember, recall, forget, decay, and the story of every memory."""
+
+    def __init__(self, store: Store, embedder: Embedder, llm: LLM, clock: Clock, config: Config):
+        self.store = store
+        self.embedder = embedder
+        self.llm = llm
+        self.clock = clock
+        self.config = config
+        self.judge = offline_judge if llm.offline else model_judge(llm)
+
+    # ----------------------------------------------------------------- lifecycle
+    @classmethod
+    def open(cls, path: str | Path = ":memory:", *, embedder: str | Embedder | None = None,
+             llm: str | LLM | None = None, clock: Clock | None = None, config: Config | str | None = None,
+             read_only: bool = False) -> Memory:
+        """Open (or create) a store. With no embedder given, an existing store's own embedder is used."""
+        if embedder is None:
+            embedder = Store.recorded_embedder(path) or "auto"
+        emb = make_embedder(embedder)
+        cfg = config if isinstance(config, Config) else recipe(config)
+        store = Store(path, embedder=emb.name, dim=emb.dim, read_only=read_only)
+        return cls(store, emb, connect(llm), clock or WallClock(), cfg)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _now(self, at: datetime | None) -> datetime:
+        return utc(at) if at is not None else self.clock.now()
+
+    def provenance(self) -> dict[str, Any]:
+        """Return which embedder, model client, tokenizer and recipe this memory runs with."""
+        return {"embedder": self.embedder.name, "llm": self.llm.provenance(), "tokenizer": tokenizer_name(),
+                "recipe": self.config.recipe, "store": self.store.path}
+
+    # ----------------------------------------------------------------- writes
+    def remember(self, text: str, *, user: str, session: str | None = None, agent: str | None = None,
+                 at: datetime | None = None) -> WriteReport:
+        """Record a turn, extract memories from it, reconcile them and apply the plan."""
+        turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
+                                       at=self._now(at), cfg=self.config)
+        report = write_stage.remember(self.store, self.embedder, self.llm, turn, self.config, self.judge)
+        report.provenance = self.provenance()
+        return report
+
+    def add(self, text: str, *, user: str, kind: str = "semantic", category: str = "fact",
+            subject: str | None = None, attribute: str | None = None, value: str | None = None,
+            record_id: str | None = None, references: Sequence[str] = (), importance: float = 0.5,
+            pinned: bool = False, single_valued: bool = True, agent: str | None = None,
+            session: str | None = None, source: str = "user", meta: dict[str, Any] | None = None,
+            at: datetime | None = None) -> MemoryRecord:
+        """Write one structured memory, reconciled like any other write; return the memory that holds it."""
+        turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
+                                       at=self._now(at), cfg=self.config, role="api")
+        cand = Candidate(text=text, kind=kind, category=category, subject=subject, attribute=attribute,
+                         value=value, record_id=record_id, references=tuple(references), importance=importance,
+                         single_valued=single_valued, pinned=pinned, source=source, meta=dict(meta or {}))
+        vecs = self.embedder.embed([text])
+        plan = write_stage.reconcile(self.store, user, [cand], vecs, self.config, self.judge)
+        report = write_stage.apply(self.store, plan, [cand], vecs, turn=turn, cfg=self.config)
+        if report.added:
+            return report.added[0]
+        if report.superseded:
+            return report.superseded[0].new
+        kept = report.corroborated or report.duplicates
+        if kept:
+            return kept[0][0]
+        raise InvalidInput(f"add() stored nothing: {report.ignored[0][1] if report.ignored else 'no action'}")
+
+    def add_many(self, texts: Sequence[str], *, user: str, kind: str = "episodic", category: str = "event",
+                 metas: Sequence[dict[str, Any]] | None = None, at: datetime | None = None,
+                 vectors: np.ndarray | None = None, batch_size: int = 50_000) -> list[str]:
+        """Bulk-insert memories without reconciliation (imports, benchmarks); return their ids."""
+        now = self._now(at)
+        ids: list[str] = []
+        for start in range(0, len(texts), batch_size):
+            chunk = list(texts[start:start + batch_size])
+            vecs = vectors[start:start + batch_size] if vectors is not None else self.embedder.embed(chunk)
+            recs = [MemoryRecord(id=new_id("m"), user=user, text=t, kind=kind, category=category,
+                                 created_at=now, valid_from=now, source="user",
+                                 meta=dict(metas[start + k]) if metas else {}) for k, t in enumerate(chunk)]
+            with self.store.transaction():
+                self.store.insert_memories(recs, vecs)
+            ids.extend(r.id for r in recs)
+        return ids
+
+    def forget(self, memory_id: str | None = None, *, query: str | None = None, user: str | None = None,
+               reason: str = "user asked", dry_run: bool = False) -> list[MemoryRecord]:
+        """Tombstone one memory by id, or exactly the memories a query names; return what (would have) gone."""
+        at = self.clock.now()
+        if memory_id is not None:
+            target = self.store.get(memory_id)
+            if dry_run or not target.active:
+                return [target] if target.active else []
+            return write_stage.forget_ids(self.store, [target.id], reason=reason, at=at)
+        if not query or not user:
+            raise InvalidInput("forget() needs a memory id, or query= and user=")
+        targets = write_stage.forget_targets(self.store, self.embedder, query, user=user, cfg=self.config,
+                                             judge=self.judge, at=at)
+        if dry_run:
+            return targets
+        return write_stage.forget_ids(self.store, [t.id for t in targets], reason=reason, at=at)
+
+    def restore(self, memory_id: str, *, reason: str = "restored") -> MemoryRecord:
+        """Reverse a tombstone: the memory is active again (and its successor, if any, stays active)."""
+        return write_stage.restore(self.store, memory_id, reason=reason, at=self.clock.now())
+
+    # ----------------------------------------------------------------- forgetting over time
+    def decay(self, at: datetime | None = None) -> list[tuple[str, float]]:
+        """Tombstone every active memory whose salience is under the threshold; return (id, salience)."""
+        return decay_stage.decay(self.store, self._now(at), self.config.decay)
+
+    def review_expired(self, at: datetime | None = None) -> list[dict[str, Any]]:
+        """Judge each memory past its TTL (keep or forget, with why); return the verdicts."""
+        judge = decay_stage.review_offline if self.llm.offline else decay_stage.model_review(self.llm)
+        return decay_stage.review_expired(self.store, self._now(at), self.config.decay, judge)
+
+    # ----------------------------------------------------------------- reads
+    def recall(self, query: str, *, user: str, budget_tokens: int | None = None,
+               filters: dict[str, Any] | None = None, at: datetime | None = None) -> Recall:
+        """Pack the memories that matter for `query` under a token budget, with confidence and trace."""
+        result = recall_stage.recall(
+            self.store, self.embedder, query, user=user,
+            budget_tokens=budget_tokens if budget_tokens is not None else self.config.recall.budget_tokens,
+            cfg=self.config.recall, decay_cfg=self.config.decay, now=self._now(at), filters=filters,
+            count_many=count_many,
+        )
+        result.provenance.update(self.provenance())
+        return result
+
+    def get(self, memory_id: str) -> MemoryRecord:
+        return self.store.get(memory_id)
+
+    def memories(self, user: str | None = None, *, include_inactive: bool = False,
+                 filters: dict[str, Any] | None = None) -> list[MemoryRecord]:
+        return self.store.memories(user, include_inactive=include_inactive, filters=filters)
+
+    def history(self, memory_id: str) -> list[Event]:
+        """Return the story of a memory: creation, corroborations, tombstone, restore, in time order."""
+        events = self.store.events(memory_id)
+        if not events:
+            self.store.get(memory_id)  # raises NotFound for an unknown id
+        return events
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.store.stats(), "provenance": self.provenance()}
+
+    def __repr__(self) -> str:
+        return f"Memory({self.store.path!r}, embedder={self.embedder.name!r}, llm={self.llm.mode!r})"
+
+
+__all__ = ["Memory", "NotFound"]

@@ -1,0 +1,510 @@
+"""The DuckDB store: schema, migrations and every query mnemo runs. The only module with SQL.
+
+One file per store (or ":memory:"). Memories keep their rows forever: a status
+change is an UPDATE plus an event row, never a DELETE. Vectors live in a
+fixed-size FLOAT[dim] column and are mirrored into an in-process matrix
+(`index.VectorIndex`) for exact search at numpy speed. Lexical search is BM25
+through the `fts` extension, loaded from its pinned PyPI package with no network.
+The fts index does not follow inserts, so it is rebuilt lazily on the first
+lexical search after a write (`fts_rebuilds` counts how often that happened).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from .errors import EmbedderMismatch, ExtensionUnavailable, InvalidInput, NotFound, StoreError, StoreLocked
+from .index import VectorIndex
+from .model import Event, Link, MemoryRecord, Turn
+
+SCHEMA_VERSION = 1
+DUCKDB_VERSION = "1.5.5"
+
+# Columns of `memories` in the order of MemoryRecord fields (refs = references), then the vector.
+_MEM_COLS = [f.name for f in fields(MemoryRecord)]
+_SQL_COLS = ["user_id" if c == "user" else "refs" if c == "references" else c for c in _MEM_COLS]
+_TIMES = {"created_at", "valid_from", "last_accessed", "expires_at", "status_at"}
+
+
+def _migrations(dim: int) -> list[tuple[int, list[str]]]:
+    """Ordered schema migrations: (version, statements). Append, never edit a shipped one."""
+    return [
+        (
+            1,
+            [
+                """CREATE TABLE turns (id VARCHAR PRIMARY KEY, user_id VARCHAR NOT NULL, session VARCHAR,
+                   agent VARCHAR, role VARCHAR, text VARCHAR NOT NULL, ts TIMESTAMP NOT NULL, meta VARCHAR)""",
+                f"""CREATE TABLE memories (id VARCHAR PRIMARY KEY, user_id VARCHAR NOT NULL, text VARCHAR NOT NULL,
+                   kind VARCHAR, category VARCHAR, subject VARCHAR, attribute VARCHAR, value VARCHAR,
+                   record_id VARCHAR, refs VARCHAR[], importance DOUBLE, pinned BOOLEAN, single_valued BOOLEAN,
+                   agent VARCHAR, session VARCHAR, turn_id VARCHAR, source VARCHAR, created_at TIMESTAMP,
+                   valid_from TIMESTAMP, last_accessed TIMESTAMP, expires_at TIMESTAMP, access_count INTEGER,
+                   corroborations INTEGER, status VARCHAR, status_reason VARCHAR, status_at TIMESTAMP,
+                   successor_id VARCHAR, meta VARCHAR, embedding FLOAT[{dim}])""",
+                """CREATE TABLE events (id VARCHAR PRIMARY KEY, memory_id VARCHAR NOT NULL, ts TIMESTAMP NOT NULL,
+                   action VARCHAR NOT NULL, status_from VARCHAR, status_to VARCHAR, reason VARCHAR,
+                   evidence VARCHAR, other_id VARCHAR)""",
+                """CREATE TABLE links (src VARCHAR NOT NULL, dst VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+                   ts TIMESTAMP)""",
+                "CREATE INDEX memories_user ON memories (user_id)",
+                "CREATE INDEX events_memory ON events (memory_id)",
+            ],
+        ),
+    ]
+
+
+def new_id(prefix: str = "m") -> str:
+    """Return a fresh random id such as 'm-3f2a9c0d1e4b5a67'."""
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def _naive(dt: datetime | None) -> datetime | None:
+    """Return `dt` as naive UTC for storage (the store keeps UTC without a zone)."""
+    if dt is None:
+        return None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    return dt
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    return None if dt is None else dt.replace(tzinfo=timezone.utc)
+
+
+def _extension_path(name: str) -> str:
+    """Return the path of a pinned extension package's binary, or raise with how to fix it."""
+    module = f"duckdb_extension_{name}"
+    try:
+        pkg = __import__(module)
+    except ImportError as exc:
+        raise ExtensionUnavailable(
+            f"the DuckDB '{name}' extension is not installed; run: pip install 'duckdb-extension-{name}=={DUCKDB_VERSION}'"
+        ) from exc
+    path = Path(pkg.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+    if not path.exists():
+        raise ExtensionUnavailable(
+            f"duckdb-extension-{name} does not match duckdb {duckdb.__version__} (no {path}); "
+            f"install matching versions: pip install 'duckdb=={DUCKDB_VERSION}' 'duckdb-extension-{name}=={DUCKDB_VERSION}'"
+        )
+    return str(path)
+
+
+def _text(value: str, what: str = "text") -> str:
+    """Return `value` as storable text or raise InvalidInput (NUL bytes and lone surrogates cannot be stored)."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL byte; strip it or encode the payload (e.g. base64) first")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{what} is not valid Unicode ({exc.reason}); decode it with errors='replace' first") from exc
+    return value
+
+
+class Store:
+    """A DuckDB memory store with an in-process vector index kept in sync."""
+
+    def __init__(self, path: str | Path, *, embedder: str, dim: int, read_only: bool = False):
+        self.path = str(path)
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self.fts_rebuilds = 0
+        self.con = _connect(self.path, read_only=read_only)
+        self.con.execute(f"LOAD '{_extension_path('fts')}'")
+        self.embedder, self.dim = self._check_embedder(embedder, dim)
+        if not read_only:
+            self._migrate()
+        self._fts_dirty = True
+        self.index = VectorIndex(self.dim)
+        self._load_index()
+
+    @staticmethod
+    def recorded_embedder(path: str | Path) -> str | None:
+        """Return the embedder name an existing store file was written with (None for a new store)."""
+        if str(path) == ":memory:" or not Path(path).exists():
+            return None
+        store_con = _connect(str(path), read_only=False)
+        try:
+            row = store_con.execute(
+                "SELECT value FROM store_meta WHERE key = 'embedder'"
+            ).fetchone() if store_con.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'store_meta'"
+            ).fetchone()[0] else None
+        finally:
+            store_con.close()
+        return row[0] if row else None
+
+    # ----------------------------------------------------------------- set-up
+    def _meta(self) -> dict[str, str]:
+        exists = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'store_meta'"
+        ).fetchone()[0]
+        if not exists:
+            return {}
+        return dict(self.con.execute("SELECT key, value FROM store_meta").fetchall())
+
+    def _check_embedder(self, embedder: str, dim: int) -> tuple[str, int]:
+        meta = self._meta()
+        if meta:
+            if meta.get("embedder") != embedder or int(meta.get("dim", -1)) != dim:
+                raise EmbedderMismatch(
+                    f"{self.path} was written with embedder {meta.get('embedder')!r} ({meta.get('dim')} dims), "
+                    f"not {embedder!r} ({dim} dims); open it with embedder={meta.get('embedder')!r} "
+                    "or export and re-import it into a new store"
+                )
+            return embedder, dim
+        if self.read_only:
+            raise StoreError(f"{self.path} is not a mnemo store (no store_meta table)")
+        now = datetime.now(timezone.utc).isoformat()
+        self.con.execute("CREATE TABLE store_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        self.con.executemany(
+            "INSERT INTO store_meta VALUES (?, ?)",
+            [("embedder", embedder), ("dim", str(dim)), ("schema_version", "0"), ("created_at", now)],
+        )
+        return embedder, dim
+
+    def _migrate(self) -> None:
+        version = int(self._meta().get("schema_version", 0))
+        for target, statements in _migrations(self.dim):
+            if target <= version:
+                continue
+            with self.transaction():
+                for sql in statements:
+                    self.con.execute(sql)
+                self.con.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(target)])
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}, newer than this mnemo ({SCHEMA_VERSION}); upgrade mnemo")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._meta()["schema_version"])
+
+    def _load_index(self) -> None:
+        tbl = self.con.execute("SELECT id, user_id, status = 'active' AS active, embedding FROM memories").to_arrow_table()
+        if tbl.num_rows == 0:
+            return
+        emb = tbl.column("embedding").combine_chunks()
+        vecs = np.asarray(emb.values, dtype=np.float32).reshape(-1, self.dim)
+        self.index.add(
+            tbl.column("id").to_pylist(),
+            tbl.column("user_id").to_pylist(),
+            vecs,
+            active=np.asarray(tbl.column("active").to_numpy(zero_copy_only=False), dtype=bool),
+        )
+
+    def close(self) -> None:
+        self.con.close()
+
+    def transaction(self) -> _Transaction:
+        """Return a context manager that commits on success and rolls back on any error."""
+        return _Transaction(self)
+
+    # ----------------------------------------------------------------- writes
+    def _writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"{self.path} is open read-only; open it without read_only=True to write")
+
+    def insert_turn(self, turn: Turn) -> None:
+        """Record a raw turn in its own committed transaction, before anything is extracted from it."""
+        self._writable()
+        with self._lock:
+            self.con.execute(
+                "INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [turn.id, turn.user, turn.session, turn.agent, turn.role, _text(turn.text, "turn text"),
+                 _naive(turn.at), json.dumps(turn.meta, default=str)],
+            )
+
+    def insert_memories(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
+        """Insert memories and their vectors through Arrow (one statement, not one per row)."""
+        self._writable()
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(records), self.dim):
+            raise InvalidInput(f"expected {len(records)} vectors of dimension {self.dim}, got shape {vectors.shape}")
+        if not len(records):
+            return
+        for r in records:
+            _text(r.text, "memory text")
+        cols: dict[str, Any] = {}
+        for field_name, col in zip(_MEM_COLS, _SQL_COLS, strict=True):
+            values = [getattr(r, field_name) for r in records]
+            if field_name in _TIMES:
+                cols[col] = pa.array([_naive(v) for v in values], type=pa.timestamp("us"))
+            elif field_name == "references":
+                cols[col] = pa.array([list(v) for v in values], type=pa.list_(pa.string()))
+            elif field_name == "meta":
+                cols[col] = pa.array([json.dumps(v, default=str) for v in values], type=pa.string())
+            else:
+                cols[col] = values
+        cols["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), self.dim)
+        batch = pa.table(cols)  # noqa: F841 - read by DuckDB's replacement scan below
+        with self._lock:
+            self.con.execute(f"INSERT INTO memories ({', '.join(_SQL_COLS)}, embedding) SELECT * FROM batch")
+            self._fts_dirty = True
+        self.index.add([r.id for r in records], [r.user for r in records], vectors,
+                       active=np.array([r.status == "active" for r in records]))
+
+    def insert_events(self, events: Iterable[Event]) -> None:
+        rows = [[e.id, e.memory_id, _naive(e.at), e.action, e.status_from, e.status_to, e.reason,
+                 json.dumps(e.evidence, default=str), e.other_id] for e in events]
+        if rows:
+            self.con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def insert_links(self, links: Iterable[Link]) -> None:
+        rows = [[lk.src, lk.dst, lk.kind, _naive(lk.at)] for lk in links]
+        if rows:
+            self.con.executemany("INSERT INTO links VALUES (?, ?, ?, ?)", rows)
+
+    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
+                   successor: str | None = None) -> str:
+        """Change one memory's status (no event: callers write the event in the same transaction)."""
+        self._writable()
+        old = self.con.execute("SELECT status FROM memories WHERE id = ?", [memory_id]).fetchone()
+        if old is None:
+            raise NotFound(f"no memory with id {memory_id!r}")
+        self.con.execute(
+            "UPDATE memories SET status = ?, status_reason = ?, status_at = ?, successor_id = ? WHERE id = ?",
+            [status, reason, _naive(at), successor, memory_id],
+        )
+        self.index.set_active([memory_id], status == "active")
+        return old[0]
+
+    def corroborate(self, memory_id: str, at: datetime) -> None:
+        self.con.execute(
+            "UPDATE memories SET corroborations = corroborations + 1, valid_from = greatest(valid_from, ?) WHERE id = ?",
+            [_naive(at), memory_id],
+        )
+
+    def touch(self, ids: list[str], at: datetime) -> None:
+        """Reinforce recalled memories: one UPDATE for the whole pack."""
+        if not ids or self.read_only:
+            return
+        with self._lock:
+            self.con.execute(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE list_contains(?, id)",
+                [_naive(at), list(ids)],
+            )
+
+    # ----------------------------------------------------------------- reads
+    def _records(self, where: str, params: list[Any], order: str = "created_at, id") -> list[MemoryRecord]:
+        sql = f"SELECT {', '.join(_SQL_COLS)} FROM memories WHERE {where} ORDER BY {order}"
+        return [_record(row) for row in self.con.execute(sql, params).fetchall()]
+
+    def get(self, memory_id: str) -> MemoryRecord:
+        found = self._records("id = ?", [memory_id])
+        if not found:
+            raise NotFound(f"no memory with id {memory_id!r}")
+        return found[0]
+
+    def get_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
+        if not ids:
+            return {}
+        return {r.id: r for r in self._records("list_contains(?, id)", [list(ids)])}
+
+    def memories(self, user: str | None = None, *, include_inactive: bool = False,
+                 filters: dict[str, Any] | None = None, limit: int | None = None) -> list[MemoryRecord]:
+        """Return memories of `user` (all users when None), oldest first."""
+        where, params = _where(user, filters, active_only=not include_inactive)
+        order = "created_at, id" + (f" LIMIT {int(limit)}" if limit else "")
+        return self._records(where, params, order)
+
+    def active_for(self, user: str, subjects: Iterable[str] = ()) -> list[MemoryRecord]:
+        """Return the user's active memories about any of `subjects`."""
+        subjects = [s for s in subjects if s]
+        if not subjects:
+            return []
+        return self._records("user_id = ? AND status = 'active' AND list_contains(?, subject)", [user, subjects])
+
+    def pinned(self, user: str, filters: dict[str, Any] | None = None) -> list[MemoryRecord]:
+        where, params = _where(user, filters, active_only=True)
+        return self._records(where + " AND pinned", params)
+
+    def vectors(self, ids: list[str]) -> np.ndarray:
+        return self.index.vectors(ids)
+
+    def events(self, memory_id: str) -> list[Event]:
+        rows = self.con.execute(
+            "SELECT id, memory_id, ts, action, status_from, status_to, reason, evidence, other_id "
+            "FROM events WHERE memory_id = ? OR other_id = ? ORDER BY ts, id", [memory_id, memory_id]
+        ).fetchall()
+        return [Event(r[0], r[1], _aware(r[2]), r[3], r[4], r[5], r[6], json.loads(r[7] or "{}"), r[8]) for r in rows]
+
+    def links(self, ids: list[str], kinds: tuple[str, ...] = ("supersedes", "because", "refers_to")) -> list[Link]:
+        if not ids:
+            return []
+        rows = self.con.execute(
+            "SELECT src, dst, kind, ts FROM links WHERE (list_contains(?, src) OR list_contains(?, dst)) "
+            "AND list_contains(?, kind) ORDER BY ts", [list(ids), list(ids), list(kinds)]
+        ).fetchall()
+        return [Link(r[0], r[1], r[2], _aware(r[3])) for r in rows]
+
+    def turn(self, turn_id: str) -> Turn:
+        row = self.con.execute("SELECT id, user_id, text, ts, session, agent, role, meta FROM turns WHERE id = ?",
+                               [turn_id]).fetchone()
+        if row is None:
+            raise NotFound(f"no turn with id {turn_id!r}")
+        return _turn(row)
+
+    def recent_turns(self, user: str, session: str | None, limit: int) -> list[Turn]:
+        """Return the last `limit` turns of a user's session, oldest first."""
+        rows = self.con.execute(
+            "SELECT id, user_id, text, ts, session, agent, role, meta FROM turns WHERE user_id = ? "
+            "AND session IS NOT DISTINCT FROM ? ORDER BY ts DESC, id DESC LIMIT ?", [user, session, limit]
+        ).fetchall()
+        return [_turn(r) for r in reversed(rows)]
+
+    def turns(self, user: str | None = None) -> list[Turn]:
+        where = "user_id = ?" if user else "TRUE"
+        rows = self.con.execute(f"SELECT id, user_id, text, ts, session, agent, role, meta FROM turns WHERE {where} "
+                                "ORDER BY ts, id", [user] if user else []).fetchall()
+        return [_turn(r) for r in rows]
+
+    def stats(self) -> dict[str, Any]:
+        by_status = dict(self.con.execute("SELECT status, count(*) FROM memories GROUP BY status").fetchall())
+        return {
+            "path": self.path,
+            "schema_version": self.schema_version,
+            "embedder": self.embedder,
+            "dim": self.dim,
+            "memories": sum(by_status.values()),
+            "by_status": by_status,
+            "users": self.con.execute("SELECT count(DISTINCT user_id) FROM memories").fetchone()[0],
+            "turns": self.con.execute("SELECT count(*) FROM turns").fetchone()[0],
+            "events": self.con.execute("SELECT count(*) FROM events").fetchone()[0],
+            "links": self.con.execute("SELECT count(*) FROM links").fetchone()[0],
+        }
+
+    # ----------------------------------------------------------------- search
+    def search_dense(self, qvec: np.ndarray, k: int, *, user: str,
+                     filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """Return the top-k active memories of `user` by cosine, best first."""
+        allowed = self._allowed(user, filters)
+        return self.index.search(qvec, k, user=user, allowed=allowed)
+
+    def _allowed(self, user: str, filters: dict[str, Any] | None) -> set[str] | None:
+        if not filters or not any(v is not None for v in filters.values()):
+            return None
+        where, params = _where(user, filters, active_only=True)
+        return {r[0] for r in self.con.execute(f"SELECT id FROM memories WHERE {where}", params).fetchall()}
+
+    def _ensure_fts(self) -> None:
+        if not self._fts_dirty:
+            return
+        with self._lock:
+            # Digits are kept (the default ignore pattern drops them) so record ids like IC-MC-44 match.
+            self.con.execute(
+                "PRAGMA create_fts_index('memories', 'id', 'text', overwrite=1, ignore='(\\.|[^a-z0-9])+')"
+            )
+            self._fts_dirty = False
+            self.fts_rebuilds += 1
+
+    def search_lexical(self, query: str, k: int, *, user: str,
+                       filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """Return the top-k active memories of `user` by BM25, best first."""
+        if self.read_only and self._fts_dirty and not self._has_fts():
+            raise StoreError(f"{self.path} has no full-text index yet; open it once read-write to build it")
+        if not self.read_only:
+            self._ensure_fts()
+        where, params = _where(user, filters, active_only=True)
+        rows = self.con.execute(
+            f"SELECT id, score FROM (SELECT id, fts_main_memories.match_bm25(id, ?) AS score FROM memories "
+            f"WHERE {where}) WHERE score IS NOT NULL ORDER BY score DESC, id LIMIT ?", [query, *params, k]
+        ).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
+
+    def _has_fts(self) -> bool:
+        return bool(self.con.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'fts_main_memories'").fetchone()[0])
+
+
+def _connect(path: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB connection, turning a lock held by another process into StoreLocked."""
+    try:
+        return duckdb.connect(path, read_only=read_only)
+    except (duckdb.IOException, duckdb.ConnectionException) as exc:
+        if "lock" in str(exc).lower():
+            raise StoreLocked(
+                f"{path} is open for writing in another process; DuckDB allows one writer per file. "
+                "Close the other process, or serve the store to many clients with `mnemo serve http`."
+            ) from exc
+        raise StoreError(f"cannot open {path}: {exc}") from exc
+
+
+class _Transaction:
+    def __init__(self, store: Store):
+        self.store = store
+
+    def __enter__(self) -> Store:
+        self.store._lock.acquire()
+        self.store.con.execute("BEGIN TRANSACTION")
+        return self.store
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self.store.con.execute("COMMIT")
+            else:
+                self.store.con.execute("ROLLBACK")
+                # The in-process index may have moved ahead of the rolled-back rows: rebuild it from the file.
+                if hasattr(self.store, "index"):
+                    self.store.index = VectorIndex(self.store.dim)
+                    self.store._load_index()
+        finally:
+            self.store._lock.release()
+
+
+def _where(user: str | None, filters: dict[str, Any] | None, *, active_only: bool) -> tuple[str, list[Any]]:
+    """Return a WHERE clause and its parameters for a user and the recall filters."""
+    clauses, params = ["TRUE"], []
+    if user is not None:
+        clauses.append("user_id = ?")
+        params.append(user)
+    if active_only:
+        clauses.append("status = 'active'")
+    for key, value in (filters or {}).items():
+        if value is None:
+            continue
+        if key in ("agent", "session", "subject", "attribute", "record_id", "status"):
+            clauses.append(f"{key} = ?")
+            params.append(value)
+        elif key in ("kinds", "categories"):
+            clauses.append(f"list_contains(?, {key[:-1] if key == 'kinds' else 'category'})")
+            params.append(list(value))
+        elif key == "since":
+            clauses.append("created_at >= ?")
+            params.append(_naive(value))
+        elif key == "until":
+            clauses.append("created_at <= ?")
+            params.append(_naive(value))
+        elif key == "meta":
+            for mkey, mval in value.items():
+                clauses.append("json_extract_string(meta, ?) = ?")
+                params.extend([f"$.{mkey}", str(mval)])
+        else:
+            raise InvalidInput(f"unknown filter {key!r}; use agent, session, kinds, categories, since, until, meta")
+    return " AND ".join(clauses), params
+
+
+def _record(row: tuple) -> MemoryRecord:
+    values = dict(zip(_MEM_COLS, row, strict=True))
+    for name in _TIMES:
+        values[name] = _aware(values[name])
+    values["references"] = tuple(values["references"] or ())
+    values["meta"] = json.loads(values["meta"] or "{}")
+    return MemoryRecord(**values)
+
+
+def _turn(row: tuple) -> Turn:
+    return Turn(id=row[0], user=row[1], text=row[2], at=_aware(row[3]), session=row[4], agent=row[5], role=row[6],
+                meta=json.loads(row[7] or "{}"))

@@ -1,0 +1,198 @@
+"""The write path: record the turn, extract, reconcile, apply the plan in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from .config import Config
+from .decay import ttl_for
+from .errors import InvalidInput
+from .extract import extract
+from .model import Action, Candidate, Event, Link, MemoryRecord, Supersession, Turn, WriteReport
+from .reconcile import plan_writes
+from .store import Store, new_id
+
+# How many nearest active memories (beyond those with the same subject) reconciliation sees per candidate.
+NEIGHBOURS = 20
+
+
+def record_turn(store: Store, text: str, *, user: str, session: str | None, agent: str | None,
+                at: datetime, cfg: Config, role: str = "user", meta: dict[str, Any] | None = None) -> Turn:
+    """Validate and store a raw turn in its own transaction, so it survives whatever follows."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"remember() takes text, got {type(text).__name__}")
+    if not text.strip():
+        raise InvalidInput("remember() got empty text; nothing to record")
+    if len(text) > cfg.write.max_turn_chars:
+        raise InvalidInput(
+            f"turn of {len(text):,} characters exceeds max_turn_chars={cfg.write.max_turn_chars:,}; "
+            "split it into turns or raise the limit with Config.from_params(max_turn_chars=...)"
+        )
+    if not user:
+        raise InvalidInput("remember() needs a user")
+    turn = Turn(id=new_id("t"), user=user, text=text, at=at, session=session, agent=agent, role=role,
+                meta=dict(meta or {}))
+    store.insert_turn(turn)
+    return turn
+
+
+def neighbourhood(store: Store, user: str, candidates: Sequence[Candidate], vecs: np.ndarray) -> list[MemoryRecord]:
+    """Return the active memories reconciliation must see: same subject, plus nearest neighbours."""
+    ids: dict[str, None] = {m.id: None for m in store.active_for(user, {c.subject for c in candidates})}
+    for vec in vecs:
+        for mid, _ in store.search_dense(vec, NEIGHBOURS, user=user):
+            ids.setdefault(mid)
+    records = store.get_many(list(ids))
+    return [records[i] for i in ids if i in records]
+
+
+def reconcile(store: Store, user: str, candidates: list[Candidate], vecs: np.ndarray, cfg: Config,
+              judge: Callable[[Candidate, MemoryRecord], dict]) -> list[Action]:
+    """Return the write plan for `candidates` against the user's active memories."""
+    active = neighbourhood(store, user, candidates, vecs)
+    sims = vecs @ store.vectors([m.id for m in active]).T if active else np.zeros((len(candidates), 0))
+    return plan_writes(candidates, active, sims, cfg.write, judge=judge)
+
+
+def remember(store: Store, embedder, llm, turn: Turn, cfg: Config,
+             judge: Callable[[Candidate, MemoryRecord], dict]) -> WriteReport:
+    """Extract candidates from a recorded turn, reconcile them and apply the plan; return the report."""
+    context = [t for t in store.recent_turns(turn.user, turn.session, cfg.write.context_turns + 1) if t.id != turn.id]
+    candidates = extract(llm, turn, context, cfg.write)
+    vecs = embedder.embed([c.text for c in candidates]) if candidates else np.zeros((0, store.dim), np.float32)
+    plan = reconcile(store, turn.user, candidates, vecs, cfg, judge)
+    return apply(store, plan, candidates, vecs, turn=turn, cfg=cfg)
+
+
+def materialise(candidate: Candidate, turn: Turn, cfg: Config) -> MemoryRecord:
+    """Return the memory record a candidate becomes when written at `turn`."""
+    ttl = None if candidate.pinned else ttl_for(candidate.importance, cfg.decay)
+    return MemoryRecord(
+        id=new_id("m"), user=turn.user, text=candidate.text, kind=candidate.kind, category=candidate.category,
+        subject=candidate.subject, attribute=candidate.attribute, value=candidate.value,
+        record_id=candidate.record_id, references=tuple(candidate.references),
+        importance=float(min(1.0, max(0.0, candidate.importance))), pinned=candidate.pinned,
+        single_valued=candidate.single_valued, agent=turn.agent, session=turn.session, turn_id=turn.id,
+        source=candidate.source, created_at=turn.at, valid_from=turn.at, last_accessed=None,
+        expires_at=(turn.at + ttl) if ttl else None, access_count=0, corroborations=0,
+        meta=dict(candidate.meta),
+    )
+
+
+def _event(memory_id: str, at: datetime, action: str, before: str | None, after: str | None, reason: str,
+           evidence: dict[str, Any] | None = None, other: str | None = None) -> Event:
+    return Event(new_id("e"), memory_id, at, action, before, after, reason, dict(evidence or {}), other)
+
+
+def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: np.ndarray, *, turn: Turn,
+          cfg: Config) -> WriteReport:
+    """Apply a write plan in one transaction and return what it did.
+
+    New memories are inserted first so that supersessions and `because` links can
+    name them; a candidate that caused a change in the same turn is referred to by
+    its index (Action.evidence["because_candidate"]).
+    """
+    report = WriteReport(turn_id=turn.id)
+    at = turn.at
+    row_of = {id(c): k for k, c in enumerate(candidates)}
+    created: dict[int, MemoryRecord] = {}
+    for action in plan:
+        if action.op in ("add", "supersede") and action.candidate is not None:
+            k = row_of[id(action.candidate)]
+            created[k] = materialise(action.candidate, turn, cfg)
+    with store.transaction():
+        if created:
+            order = sorted(created)
+            store.insert_memories([created[k] for k in order], vecs[order])
+        events: list[Event] = []
+        links: list[Link] = []
+        for action in plan:
+            new = created.get(row_of.get(id(action.candidate), -1)) if action.candidate is not None else None
+            if action.op == "add" and new is not None:
+                report.added.append(new)
+                events.append(_event(new.id, at, "created", None, "active", action.reason, action.evidence))
+            elif action.op == "supersede" and new is not None and action.target_id:
+                old = store.get(action.target_id)
+                store.set_status(old.id, "superseded", reason=action.reason, at=at, successor=new.id)
+                events.append(_event(new.id, at, "created", None, "active", action.reason, action.evidence))
+                events.append(_event(old.id, at, "superseded", old.status, "superseded", action.reason,
+                                     action.evidence, new.id))
+                links.append(Link(new.id, old.id, "supersedes", at))
+                report.superseded.append(Supersession(old, new, action.reason, action.evidence))
+            elif action.op == "corroborate" and action.target_id:
+                store.corroborate(action.target_id, at)
+                events.append(_event(action.target_id, at, "corroborated", "active", "active", action.reason,
+                                     action.evidence, turn.id))
+                report.corroborated.append((store.get(action.target_id), action.evidence))
+            elif action.op == "duplicate" and action.target_id:
+                events.append(_event(action.target_id, at, "duplicate", "active", "active", action.reason,
+                                     action.evidence, turn.id))
+                report.duplicates.append((store.get(action.target_id), action.evidence))
+            elif action.op == "forget" and action.target_id:
+                old = store.get(action.target_id)
+                store.set_status(old.id, "forgotten", reason=action.reason, at=at)
+                events.append(_event(old.id, at, "forgotten", old.status, "forgotten", action.reason,
+                                     action.evidence, turn.id))
+                report.forgotten.append((replace(old, status="forgotten"), action.reason))
+            else:
+                report.ignored.append((action.candidate, action.reason))
+            if new is not None:
+                links.extend(_because_links(action, new, created, at))
+        store.insert_events(events)
+        store.insert_links(links)
+    return report
+
+
+def _because_links(action: Action, new: MemoryRecord, created: dict[int, MemoryRecord], at: datetime) -> list[Link]:
+    cause = action.because_id
+    if cause is None and "because_candidate" in action.evidence:
+        cause_rec = created.get(int(action.evidence["because_candidate"]))
+        cause = cause_rec.id if cause_rec else None
+    return [Link(new.id, cause, "because", at)] if cause else []
+
+
+def forget_targets(store: Store, embedder, query: str, *, user: str, cfg: Config,
+                   judge: Callable[[Candidate, MemoryRecord], dict], at: datetime) -> list[MemoryRecord]:
+    """Return exactly the active memories a forget request names, by the same plan as "forget ..." turns."""
+    from .extract import extract_offline
+
+    phrase = query if query.lower().lstrip().startswith("forget") else f"Forget {query}"
+    commands = [c for c in extract_offline(phrase, now=at, cfg=cfg.write) if c.command == "forget"]
+    if not commands:
+        commands = [Candidate(text=query, command="forget", kind="semantic", category="note")]
+    vecs = embedder.embed([c.text for c in commands])
+    plan = reconcile(store, user, commands, vecs, cfg, judge)
+    ids = list(dict.fromkeys(a.target_id for a in plan if a.op == "forget" and a.target_id))
+    found = store.get_many(ids)
+    return [found[i] for i in ids if i in found]
+
+
+def forget_ids(store: Store, ids: list[str], *, reason: str, at: datetime) -> list[MemoryRecord]:
+    """Tombstone the given active memories as forgotten, with one event each; return them."""
+    gone: list[MemoryRecord] = []
+    with store.transaction():
+        for mid in ids:
+            old = store.get(mid)
+            if not old.active:
+                continue
+            store.set_status(mid, "forgotten", reason=reason, at=at)
+            store.insert_events([_event(mid, at, "forgotten", old.status, "forgotten", reason)])
+            gone.append(replace(old, status="forgotten", status_reason=reason, status_at=at))
+    return gone
+
+
+def restore(store: Store, memory_id: str, *, reason: str, at: datetime) -> MemoryRecord:
+    """Make a tombstoned memory active again, recording who it came back from."""
+    old = store.get(memory_id)
+    if old.active:
+        raise InvalidInput(f"memory {memory_id} is already active")
+    with store.transaction():
+        store.set_status(memory_id, "active", reason=reason, at=at)
+        store.insert_events([_event(memory_id, at, "restored", old.status, "active", reason,
+                                    {"was": old.status_reason, "successor": old.successor_id})])
+    return store.get(memory_id)
