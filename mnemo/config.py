@@ -39,7 +39,7 @@ class DecayConfig:
     reinforcement_weight: float = 0.15  # salience gained per log2(1 + access_count)
     corroboration_weight: float = 0.1  # salience gained per log2(1 + corroborations)
     ttl_low_hours: float = 24.0  # TTL of memories with importance < ttl_low_below
-    ttl_mid_hours: float = 168.0  # TTL of memories with importance < ttl_mid_below
+    ttl_mid_hours: float = 720.0  # TTL of memories with importance < ttl_mid_below (>= 3 weeks: decay.py design note)
     ttl_low_below: float = 0.2  # importance under which the short TTL applies
     ttl_mid_below: float = 0.4  # importance under which the medium TTL applies (above: permanent)
 

@@ -159,6 +159,38 @@ class Memory:
         result.provenance.update(self.provenance())
         return result
 
+    # ----------------------------------------------------------------- trust and portability
+    def assess(self, recall: Recall, tools: Any = None) -> Any:
+        """Re-ground the verifiable claims of a recall and decide act or escalate (see mnemo.assess)."""
+        from .assess import assess
+
+        return assess(self, recall, tools)
+
+    def audit(self, user: str) -> Any:
+        """Report contradictions and dangling references with recommended resolutions; changes nothing."""
+        from .audit import audit
+
+        return audit(self, user)
+
+    def consolidate(self, user: str) -> Any:
+        """Propose merges, forgets and salience changes; nothing is applied until approved."""
+        from .audit import propose_consolidation
+
+        return propose_consolidation(self, user)
+
+    def export(self, path: str | Path, *, user: str | None = None, fmt: str = "json") -> Path:
+        """Write the store (or one user's memories) with vectors and tombstones to `path`."""
+        from .portable import export
+
+        return export(self, path, user=user, fmt=fmt)
+
+    @classmethod
+    def import_(cls, path: str | Path, store: str | Path = ":memory:", **open_kwargs: Any) -> Memory:
+        """Open `store` (new or existing) and load an export into it, without re-embedding."""
+        from .portable import import_into
+
+        return import_into(cls, path, store, **open_kwargs)
+
     def get(self, memory_id: str) -> MemoryRecord:
         return self.store.get(memory_id)
 

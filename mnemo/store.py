@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from .errors import EmbedderMismatch, ExtensionUnavailable, InvalidInput, NotFound, StoreError, StoreLocked
 from .index import VectorIndex
+from .config import DecayConfig
 from .model import Event, Link, MemoryRecord, Turn
 
 SCHEMA_VERSION = 1
@@ -38,27 +39,31 @@ _TIMES = {"created_at", "valid_from", "last_accessed", "expires_at", "status_at"
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
-    """Ordered schema migrations: (version, statements). Append, never edit a shipped one."""
+    """Ordered schema migrations: (version, statements). Append, never edit a shipped one.
+
+    Memories and events carry no PRIMARY KEY or secondary index on purpose: DuckDB's
+    ART indexes cut bulk insert speed several-fold and hold memory, while ids are
+    random 64-bit values minted here (imports check for clashes themselves) and
+    scans are columnar.
+    """
     return [
         (
             1,
             [
                 """CREATE TABLE turns (id VARCHAR PRIMARY KEY, user_id VARCHAR NOT NULL, session VARCHAR,
                    agent VARCHAR, role VARCHAR, text VARCHAR NOT NULL, ts TIMESTAMP NOT NULL, meta VARCHAR)""",
-                f"""CREATE TABLE memories (id VARCHAR PRIMARY KEY, user_id VARCHAR NOT NULL, text VARCHAR NOT NULL,
+                f"""CREATE TABLE memories (id VARCHAR NOT NULL, user_id VARCHAR NOT NULL, text VARCHAR NOT NULL,
                    kind VARCHAR, category VARCHAR, subject VARCHAR, attribute VARCHAR, value VARCHAR,
                    record_id VARCHAR, refs VARCHAR[], importance DOUBLE, pinned BOOLEAN, single_valued BOOLEAN,
                    agent VARCHAR, session VARCHAR, turn_id VARCHAR, source VARCHAR, created_at TIMESTAMP,
                    valid_from TIMESTAMP, last_accessed TIMESTAMP, expires_at TIMESTAMP, access_count INTEGER,
                    corroborations INTEGER, status VARCHAR, status_reason VARCHAR, status_at TIMESTAMP,
                    successor_id VARCHAR, meta VARCHAR, embedding FLOAT[{dim}])""",
-                """CREATE TABLE events (id VARCHAR PRIMARY KEY, memory_id VARCHAR NOT NULL, ts TIMESTAMP NOT NULL,
+                """CREATE TABLE events (id VARCHAR NOT NULL, memory_id VARCHAR NOT NULL, ts TIMESTAMP NOT NULL,
                    action VARCHAR NOT NULL, status_from VARCHAR, status_to VARCHAR, reason VARCHAR,
                    evidence VARCHAR, other_id VARCHAR)""",
                 """CREATE TABLE links (src VARCHAR NOT NULL, dst VARCHAR NOT NULL, kind VARCHAR NOT NULL,
                    ts TIMESTAMP)""",
-                "CREATE INDEX memories_user ON memories (user_id)",
-                "CREATE INDEX events_memory ON events (memory_id)",
             ],
         ),
     ]
@@ -295,6 +300,55 @@ class Store:
                 "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE list_contains(?, id)",
                 [_naive(at), list(ids)],
             )
+
+    def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
+        """Tombstone, in one set-based pass, active memories whose salience is under the threshold.
+
+        The SQL is `decay.salience` (see its docstring), evaluated over the whole table;
+        each decayed memory gets an event carrying the salience that decided it.
+        """
+        self._writable()
+        params = [cfg.reinforcement_weight, cfg.corroboration_weight, list(cfg.exempt_categories),
+                  cfg.half_life_episodic_days, cfg.half_life_procedural_days, cfg.half_life_semantic_days,
+                  _naive(now), cfg.threshold]
+        select = """
+            WITH s AS (
+              SELECT id,
+                least(1.0, least(1.0, greatest(0.0, importance))
+                      * (1 + ? * log2(1 + greatest(access_count, 0)))
+                      * (1 + ? * log2(1 + greatest(corroborations, 0)))) AS base,
+                CASE WHEN pinned OR list_contains(?, category) THEN NULL
+                     WHEN kind = 'episodic' THEN ? WHEN kind = 'procedural' THEN ? ELSE ? END AS h,
+                greatest(0.0, coalesce(epoch(?::TIMESTAMP - greatest(created_at, valid_from, last_accessed)), 0)
+                         / 86400.0) AS age
+              FROM memories WHERE status = 'active')
+            SELECT id, base * pow(0.5, age / h) AS salience FROM s
+            WHERE h IS NOT NULL AND base * pow(0.5, age / h) < ?"""
+        with self.transaction():
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE decayed AS {select}", params)
+            rows = self.con.execute("SELECT id, salience FROM decayed ORDER BY salience, id").fetchall()
+            if rows and not dry_run:
+                self.con.execute(
+                    "UPDATE memories SET status = 'decayed', status_reason = 'decayed', status_at = ? "
+                    "FROM decayed WHERE memories.id = decayed.id", [_naive(now)])
+                self.con.execute(
+                    "INSERT INTO events SELECT 'e-' || substr(replace(uuid()::VARCHAR, '-', ''), 1, 16), id, ?, "
+                    "'decayed', 'active', 'decayed', 'decayed', "
+                    "json_object('salience', salience, 'threshold', ?)::VARCHAR, NULL FROM decayed",
+                    [_naive(now), cfg.threshold])
+            self.con.execute("DROP TABLE decayed")
+        if rows and not dry_run:
+            self.index.set_active([r[0] for r in rows], False)
+        return [(r[0], float(r[1])) for r in rows]
+
+    def expired(self, now: datetime, user: str | None = None) -> list[MemoryRecord]:
+        """Return active, unpinned memories whose TTL has passed at `now`."""
+        where, params = _where(user, None, active_only=True)
+        return self._records(where + " AND NOT pinned AND expires_at IS NOT NULL AND expires_at <= ?",
+                             [*params, _naive(now)])
+
+    def set_expiry(self, memory_id: str, expires_at: datetime | None) -> None:
+        self.con.execute("UPDATE memories SET expires_at = ? WHERE id = ?", [_naive(expires_at), memory_id])
 
     # ----------------------------------------------------------------- reads
     def _records(self, where: str, params: list[Any], order: str = "created_at, id") -> list[MemoryRecord]:

@@ -1,0 +1,333 @@
+"""Canonical forms shared by extraction and reconciliation: subjects, attributes, values, dates, tokens.
+
+Both stages must agree on what "the same subject", "the same attribute" and "the
+same value" mean, so the rules live here once:
+
+- subjects: "user" for the speaker (I, me, my), "team" for we / our, record ids
+  upper-cased ("ic-mc-44" -> "IC-MC-44"), "user's sister" for my sister, and any
+  other named person or thing lowercased and trimmed ("the Q3 report" -> "q3 report");
+- attributes: snake_case, through a small synonym table ("lead time" -> "lead_time",
+  "due date" -> "deadline", "company" -> "employer");
+- values: trimmed, thousands separators dropped, currencies as ISO codes after the
+  number ("€1,200" -> "1200 EUR");
+- dates: ISO dates resolved against `now` (a month and day in the past means next year).
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from datetime import date, datetime, timedelta
+
+RECORD_ID = re.compile(r"\b[A-Za-z]{1,6}(?:-[A-Za-z0-9]{1,10})*-\d[A-Za-z0-9]*\b")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'@.+-]*[A-Za-z0-9]|[A-Za-z0-9]")
+
+ATTRIBUTE_SYNONYMS = {
+    "lead time": "lead_time", "leadtime": "lead_time", "lead-time": "lead_time", "delivery time": "lead_time",
+    "amount": "amount", "total": "amount", "total amount": "amount", "invoice amount": "amount",
+    "deadline": "deadline", "due date": "deadline", "due": "deadline",
+    "price": "price", "cost": "price", "unit price": "price",
+    "quantity": "quantity", "qty": "quantity",
+    "status": "status", "state": "status",
+    "supplier": "supplier", "vendor": "supplier",
+    "owner": "owner", "assignee": "owner",
+    "email": "email", "e-mail": "email", "email address": "email", "e-mail address": "email",
+    "phone": "phone", "phone number": "phone", "mobile": "phone", "mobile number": "phone", "cell": "phone",
+    "address": "address", "home address": "address", "street address": "address",
+    "home": "city", "city": "city", "home town": "origin", "hometown": "origin",
+    "name": "name", "first name": "name", "full name": "name",
+    "job": "job_title", "role": "job_title", "title": "job_title", "job title": "job_title",
+    "position": "job_title", "occupation": "job_title", "profession": "job_title",
+    "employer": "employer", "company": "employer", "workplace": "employer",
+    "manager": "manager", "boss": "manager",
+    "birthday": "birthday", "date of birth": "birthday", "age": "age",
+    "password": "password", "budget": "budget", "capacity": "capacity", "version": "version",
+    "payment terms": "payment_terms", "minimum order quantity": "min_order_quantity", "moq": "min_order_quantity",
+    "stock": "stock", "inventory": "stock", "stock level": "stock",
+    "time zone": "timezone", "timezone": "timezone", "location": "location", "salary": "salary", "rent": "rent",
+    "start date": "start_date", "end date": "end_date", "launch date": "launch_date",
+    "release date": "release_date", "eta": "eta", "currency": "currency", "discount": "discount",
+    "username": "username", "website": "website", "url": "url", "team": "team", "office": "office",
+}
+# Attributes a generic "the X of Y is Z" / "my X is Z" sentence may name without being a record.
+KNOWN_ATTRIBUTES = frozenset(ATTRIBUTE_SYNONYMS) | {"colour", "color", "size", "limit", "headcount", "revenue",
+                                                    "pin", "code", "number", "schedule", "plan"}
+DATE_ATTRIBUTES = frozenset({"deadline", "start_date", "end_date", "launch_date", "release_date", "eta", "date"})
+
+CURRENCIES = {"€": "EUR", "eur": "EUR", "euro": "EUR", "euros": "EUR", "$": "USD", "usd": "USD",
+              "dollar": "USD", "dollars": "USD", "£": "GBP", "gbp": "GBP", "pound": "GBP", "pounds": "GBP",
+              "chf": "CHF", "jpy": "JPY", "yen": "JPY", "cny": "CNY", "rmb": "CNY", "yuan": "CNY"}
+_CUR = r"(?:€|\$|£|eur|euros?|usd|dollars?|gbp|pounds?|chf|jpy|yen|cny|rmb|yuan)"
+_NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_MONEY_BEFORE = re.compile(rf"^(?P<cur>{_CUR})\s*(?P<num>{_NUM})$", re.I)
+_MONEY_AFTER = re.compile(rf"^(?P<num>{_NUM})\s*(?P<cur>{_CUR})$", re.I)
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+
+STOPWORDS = frozenset(
+    "a an the of for to in on at by with and or but is are was were be been being it its this that these those "
+    "i me my mine we us our you your he she they them their his her there here what which who whom whose "
+    "do does did have has had will would should can could may might must shall just so very really also too "
+    "about from as into than then now not no yes please okay ok".split()
+)
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+MONTHS["sept"] = 9
+WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?:,?\s+(?P<year>\d{4}))?"
+_DATE_FORMS = [
+    ("iso", re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})\b")),
+    ("mdy", re.compile(rf"\b(?P<month>{_MONTH})\.?\s+{_DAY}\b{_YEAR}", re.I)),
+    ("dmy", re.compile(rf"\b(?:the\s+)?{_DAY}(?:\s+of)?\s+(?P<month>{_MONTH})\b\.?{_YEAR}", re.I)),
+    ("rel", re.compile(r"\b(?P<rel>today|tonight|tomorrow|day after tomorrow)\b", re.I)),
+    ("in", re.compile(r"\bin\s+(?P<n>\d+|a|one|two|three|four)\s+(?P<unit>days?|weeks?)\b", re.I)),
+    ("weekday", re.compile(r"\b(?:(?:next|this|on|by)\s+)?(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I)),
+    ("next", re.compile(r"\bnext\s+(?P<unit>week|month)\b", re.I)),
+    ("eom", re.compile(r"\b(?:the\s+)?end\s+of\s+(?:the\s+|this\s+)?month\b", re.I)),
+    ("nth", re.compile(r"\bthe\s+(?P<day>\d{1,2})(?:st|nd|rd|th)\b", re.I)),
+]
+_SMALL = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4}
+
+
+def canonical_subject(raw: str | None) -> str | None:
+    """Return the canonical subject for a subject phrase ("I" -> "user", "ic-mc-44" -> "IC-MC-44")."""
+    if raw is None:
+        return None
+    text = " ".join(raw.strip().strip(".,;:!?\"'").split())
+    low = text.lower()
+    if not low:
+        return None
+    if low in ("i", "me", "my", "myself", "mine", "the user", "user"):
+        return "user"
+    if low in ("we", "us", "our", "ourselves", "the team", "our team", "team", "my team"):
+        return "team"
+    if RECORD_ID.fullmatch(text):
+        return text.upper()
+    for owner, canon in (("my ", "user's "), ("our ", "team's ")):
+        if low.startswith(owner):
+            return canon + _strip_article(low[len(owner):])
+    return _strip_article(low)
+
+
+def _strip_article(text: str) -> str:
+    """Return `text` without a leading article or possessive determiner."""
+    return re.sub(r"^(?:the|a|an|this|that|some)\s+", "", text.strip()).strip()
+
+
+def display_subject(subject: str | None, raw: str | None = None) -> str:
+    """Return how a canonical subject reads at the start of a sentence ("The user", "IC-MC-44", "Tom")."""
+    if subject == "user":
+        return "The user"
+    if subject == "team":
+        return "The team"
+    if subject is None:
+        return "It"
+    if subject.startswith(("user's ", "team's ")):
+        return "The " + subject
+    if RECORD_ID.fullmatch(subject):
+        return subject
+    shown = _strip_article(raw or subject)
+    if raw and shown[:1].isupper():
+        return shown
+    return "The " + shown
+
+
+def possessive(shown: str) -> str:
+    """Return the possessive of a displayed subject ("The user" -> "The user's")."""
+    return shown + ("'" if shown.endswith("s") and not shown.endswith("'s") else "'s")
+
+
+def canonical_attribute(phrase: str | None) -> str | None:
+    """Return the snake_case attribute for a phrase, through the synonym table ("Lead time" -> "lead_time")."""
+    if phrase is None:
+        return None
+    low = " ".join(phrase.lower().replace("_", " ").split()).strip(" .:")
+    if not low:
+        return None
+    if low in ATTRIBUTE_SYNONYMS:
+        return ATTRIBUTE_SYNONYMS[low]
+    return re.sub(r"[^a-z0-9:]+", "_", low).strip("_")
+
+
+def normalise_value(raw: str | None) -> str | None:
+    """Return a value trimmed, with thousands separators dropped and money as "<number> <CODE>"."""
+    if raw is None:
+        return None
+    text = " ".join(raw.strip().split()).strip(" .,;:!?\"'")
+    if not text:
+        return None
+    for form in (_MONEY_BEFORE, _MONEY_AFTER):
+        m = form.match(text)
+        if m:
+            return f"{m.group('num').replace(',', '')} {CURRENCIES[m.group('cur').lower()]}"
+    return _THOUSANDS.sub("", text)
+
+
+def value_key(value: str | None) -> str:
+    """Return the comparable form of a value: casefolded, no articles, no punctuation."""
+    text = (normalise_value(value) or "").casefold()
+    text = re.sub(r"^(?:the|a|an|my|our)\s+", "", text)
+    return " ".join(re.sub(r"[^\w@.:+-]+", " ", text).split())
+
+
+def same_value(a: str | None, b: str | None) -> bool:
+    """Return True when two values are the same after normalisation."""
+    return a is not None and b is not None and value_key(a) == value_key(b)
+
+
+def value_within(part: str | None, whole: str | None) -> bool:
+    """Return True when every content token of `part` appears in `whole` ("21" within "21 days")."""
+    if part is None or whole is None:
+        return False
+    small, big = content_tokens(part), content_tokens(whole)
+    return bool(small) and small <= big
+
+
+def stem(word: str) -> str:
+    """Return a crude stem of a lowercase word (failed, fails, failing -> fail)."""
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def content_tokens(text: str | None) -> set[str]:
+    """Return the stemmed content words of `text` (stopwords removed)."""
+    words = (w.lower().strip("'.") for w in _WORD.findall(text or ""))
+    return {stem(w) for w in words if w and w not in STOPWORDS}
+
+
+def overlap(a: str | None, b: str | None) -> float:
+    """Return the share of `a`'s content tokens that also occur in `b` (0 when `a` has none)."""
+    small = content_tokens(a)
+    return len(small & content_tokens(b)) / len(small) if small else 0.0
+
+
+def _future(candidate: date, today: date, step: str) -> date:
+    """Return `candidate`, moved one year (or month) ahead when it is already past."""
+    if candidate >= today:
+        return candidate
+    if step == "year":
+        return _safe_date(candidate.year + 1, candidate.month, candidate.day) or candidate
+    month = candidate.month % 12 + 1
+    year = candidate.year + (1 if month == 1 else 0)
+    return _safe_date(year, month, min(candidate.day, calendar.monthrange(year, month)[1])) or candidate
+
+
+def _safe_date(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def parse_date(text: str, now: datetime | None) -> tuple[str | None, str | None]:
+    """Return (ISO date, raw phrase) for the first date expression in `text`, or (None, None).
+
+    Forms: ISO dates, "March 3(rd)(, 2026)", "3 March", "the 10th", today / tomorrow,
+    "in 2 weeks", weekdays (the next such day strictly after today), "next week",
+    "end of the month". A month and day without a year take the year of `now`, or
+    the next year when that date has passed; "the 10th" takes this month, or the
+    next one. Without `now` only fully specified dates resolve: the others return
+    (None, raw) so the caller keeps the phrase.
+    """
+    today = now.date() if now is not None else None
+    for form, pattern in _DATE_FORMS:
+        m = pattern.search(text)
+        if not m:
+            continue
+        raw = m.group(0).strip()
+        if form == "iso":
+            found = _safe_date(int(m["year"]), int(m["month"]), int(m["day"]))
+            return (found.isoformat() if found else None), raw
+        if form in ("mdy", "dmy"):
+            month = MONTHS[m["month"].lower().rstrip(".")]
+            day = int(m["day"])
+            if m["year"]:
+                found = _safe_date(int(m["year"]), month, day)
+                return (found.isoformat() if found else None), raw
+            if today is None:
+                return None, raw
+            found = _safe_date(today.year, month, day)
+            return (_future(found, today, "year").isoformat() if found else None), raw
+        if today is None:
+            return None, raw
+        if form == "rel":
+            shift = {"today": 0, "tonight": 0, "tomorrow": 1, "day after tomorrow": 2}[m["rel"].lower()]
+            return (today + timedelta(days=shift)).isoformat(), raw
+        if form == "in":
+            n = int(m["n"]) if m["n"].isdigit() else _SMALL[m["n"].lower()]
+            days = n * (7 if m["unit"].lower().startswith("week") else 1)
+            return (today + timedelta(days=days)).isoformat(), raw
+        if form == "weekday":
+            ahead = (WEEKDAYS[m["wd"].lower()] - today.weekday()) % 7 or 7
+            return (today + timedelta(days=ahead)).isoformat(), raw
+        if form == "next":
+            if m["unit"].lower() == "week":
+                return (today + timedelta(days=7)).isoformat(), raw
+            return _future(date(today.year, today.month, 1), today + timedelta(days=1), "month").isoformat(), raw
+        if form == "eom":
+            last = calendar.monthrange(today.year, today.month)[1]
+            return date(today.year, today.month, last).isoformat(), raw
+        if form == "nth":
+            found = _safe_date(today.year, today.month, int(m["day"]))
+            return (_future(found, today, "month").isoformat() if found else None), raw
+    return None, None
+
+
+_IRREGULAR_3RD = {"have": "has", "do": "does", "go": "goes", "be": "is", "am": "is"}
+_AUX = frozenset("can could will would should must might may did was were had is are am shall "
+                 "don't didn't won't can't wouldn't shouldn't couldn't isn't wasn't".split())
+_PAST = frozenset("went met had saw got took made bought ate ran flew gave told said left found felt kept lost paid "
+                  "sent spent thought wrote came became began broke chose drove fell forgot knew sold sat slept "
+                  "spoke stood swam taught won wore hit put set quit cut let did was were".split())
+_ED_BASE = frozenset("need feed seed bleed speed breed proceed succeed exceed embed".split())
+_PRONOUNS = [
+    (r"\bI am\b|\bI'm\b", "the user is"), (r"\bI've\b", "the user has"), (r"\bI'd\b", "the user would"),
+    (r"\bI'll\b", "the user will"), (r"\bI don't\b", "the user doesn't"), (r"\bI do not\b", "the user does not"),
+    (r"\bwe are\b|\bwe're\b", "the team is"), (r"\bwe've\b", "the team has"), (r"\bwe'll\b", "the team will"),
+    (r"\bwe'd\b", "the team would"), (r"\bwe don't\b", "the team doesn't"), (r"\bwe were\b", "the team was"),
+    (r"\bmy\b", "the user's"), (r"\bmine\b", "the user's"), (r"\bmyself\b", "the user"),
+    (r"\bour\b", "the team's"), (r"\bours\b", "the team's"),
+]
+
+
+def third_person_verb(verb: str) -> str:
+    """Return the third person singular of a base-form verb (go -> goes, try -> tries)."""
+    low = verb.lower()
+    if low in _IRREGULAR_3RD:
+        return _IRREGULAR_3RD[low]
+    if low in _AUX or low in _PAST or (low.endswith("ed") and low not in _ED_BASE):
+        return verb
+    if low.endswith(("sh", "ch", "x", "z", "o", "ss")):
+        return verb + "es"
+    if low.endswith("s"):
+        return verb
+        return verb + "es"
+    if len(low) > 2 and low.endswith("y") and low[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def third_person(sentence: str) -> str:
+    """Return `sentence` rewritten from the speaker's view into the third person, as a full sentence.
+
+    "I usually go to the gym on Mondays" -> "The user usually goes to the gym on Mondays."
+    Only pronouns and the verb right after I / we change; the rest is kept as written.
+    """
+    text = sentence.strip()
+    for pattern, repl in _PRONOUNS:
+        text = re.sub(pattern, repl, text, flags=re.I)
+
+    def _subject_verb(m: re.Match) -> str:
+        who = "the user" if m.group("who") == "I" else "the team"
+        return f"{who} {m.group('adv') or ''}{third_person_verb(m.group('verb'))}"
+
+    adverbs = r"(?P<adv>(?:usually|always|often|never|sometimes|normally|typically|also|really|still|now|mostly|just|finally|recently|already) )?"
+    text = re.sub(rf"(?P<who>\bI\b|\b[Ww]e\b) {adverbs}(?P<verb>[a-z]+)\b", _subject_verb, text)
+    text = re.sub(r"\b(?:me|us)\b", lambda m: "the user" if m.group(0) == "me" else "the team", text)
+    text = text[0].upper() + text[1:] if text else text
+    return text if text.endswith((".", "!", "?", '"')) else text + "."

@@ -1,0 +1,487 @@
+"""Tests for recall: the pure stages (fuse, score, veto, pack, confidence, history, cite) and the
+orchestrator against an in-memory FakeStore that implements the store interface recall needs."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mnemo.config import DecayConfig, RecallConfig
+from mnemo.errors import ConfigError, InvalidInput
+from mnemo.model import KINDS, Link, MemoryRecord, Packed, Scored
+from mnemo.recall import (
+    NO_ROOM,
+    NOT_IN_RECORD,
+    cite,
+    confidence,
+    coverage,
+    evidence,
+    fuse,
+    history_notes,
+    make_room,
+    pack,
+    prior,
+    recall,
+    score,
+    veto,
+)
+
+T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+NOW = T0 + timedelta(days=30)
+CFG = RecallConfig()
+DCFG = DecayConfig()
+
+
+def mem(mid: str, text: str = "", **kw) -> MemoryRecord:
+    kw.setdefault("created_at", T0)
+    return MemoryRecord(id=mid, user=kw.pop("user", "alice"), text=text or f"memory {mid}", **kw)
+
+
+def scored(mid: str, s: float, tokens: int, kind: str = "semantic", fused: float | None = None, **kw) -> Scored:
+    return Scored(mem(mid, kind=kind, **kw), s, {"fused": s if fused is None else fused}, tokens)
+
+
+# ---------------------------------------------------------------- fuse
+
+hits = st.lists(st.tuples(st.sampled_from([f"m{i}" for i in range(12)]),
+                          st.floats(min_value=-1, max_value=30, allow_nan=False)),
+                max_size=12, unique_by=lambda t: t[0])
+
+
+@given(hits, hits, st.sampled_from(["rrf", "weighted"]), st.floats(min_value=0, max_value=1), st.randoms())
+def test_fuse_is_order_invariant_and_bounded(dense, lexical, fusion, w, rnd):
+    cfg = RecallConfig(fusion=fusion, lexical_weight=w)
+    shuffled_d, shuffled_l = dense[:], lexical[:]
+    rnd.shuffle(shuffled_d)
+    rnd.shuffle(shuffled_l)
+    a, b = fuse(dense, lexical, cfg), fuse(shuffled_d, shuffled_l, cfg)
+    assert a == b
+    assert set(a) == {m for m, _ in dense} | {m for m, _ in lexical}
+    assert all(0.0 <= e["fused"] <= 1.0 for e in a.values())
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "weighted"])
+def test_fuse_best_in_both_is_one_and_weights_split(fusion):
+    cfg = RecallConfig(fusion=fusion, lexical_weight=0.3)
+    out = fuse([("a", 0.9), ("b", 0.5), ("c", 0.1)], [("a", 7.0), ("c", 2.0)], cfg)
+    assert out["a"]["fused"] == pytest.approx(1.0)
+    assert out["a"] | {"fused": 0} == {"dense": 0.9, "bm25": 7.0, "dense_rank": 1, "bm25_rank": 1, "fused": 0}
+    assert out["b"]["bm25"] is None and out["b"]["bm25_rank"] is None
+    assert out["b"]["fused"] < 0.7 + 1e-9
+
+
+def test_fuse_weight_zero_ignores_lexical_only_hits():
+    out = fuse([("a", 0.9)], [("b", 3.0)], RecallConfig(lexical_weight=0.0))
+    assert out["a"]["fused"] == pytest.approx(1.0) and out["b"]["fused"] == 0.0
+
+
+def test_fuse_ties_share_a_rank():
+    out = fuse([("a", 0.5), ("b", 0.5), ("c", 0.1)], [], CFG)
+    assert (out["a"]["dense_rank"], out["b"]["dense_rank"], out["c"]["dense_rank"]) == (1, 1, 3)
+
+
+def test_fuse_unknown_method_raises():
+    with pytest.raises(ConfigError, match="unknown fusion"):
+        fuse([], [], RecallConfig(fusion="borda"))
+
+
+# ---------------------------------------------------------------- score, veto
+
+def test_score_combines_components_with_config_weights():
+    fact = mem("f", kind="semantic", category="preference", importance=0.5)
+    crumb = mem("c", kind="episodic", category="note", importance=0.5)
+    fused = {"f": {"fused": 0.5, "dense": 0.4}, "c": {"fused": 0.5}}
+    out = score([crumb, fact], fused, NOW, CFG, DCFG, {"f": 7})
+    assert [s.memory.id for s in out] == ["f", "c"]
+    f = out[0]
+    assert f.tokens == 7 and f.scores["dense"] == 0.4 and "bm25" not in f.scores
+    expected = 0.7 * 0.5 + 0.1 * f.scores["recency"] + 0.1 * f.scores["salience"] + 0.1 * 1.0
+    assert f.score == pytest.approx(expected)
+    assert prior(fact) == 1.0 and prior(crumb) == pytest.approx(0.18)
+
+
+def test_score_prefers_newer_information():
+    old, new = mem("o", created_at=T0 - timedelta(days=400)), mem("n", created_at=T0)
+    out = score([old, new], {"o": {"fused": 0.5}, "n": {"fused": 0.5}}, NOW, CFG, DCFG)
+    assert out[0].memory.id == "n"
+
+
+def test_veto_hides_a_stale_duplicate_value():
+    stale = Scored(mem("old", "Alice lives in Berlin", subject="alice", attribute="city", value="Berlin",
+                       valid_from=T0 - timedelta(days=300)), 0.9, {"fused": 0.9}, 5)
+    fresh = Scored(mem("new", "Alice lives in Lisbon", subject="Alice", attribute="City", value="Lisbon",
+                       valid_from=T0), 0.6, {"fused": 0.6}, 5)
+    same = Scored(mem("rep", "Alice is in Lisbon", subject="alice", attribute="city", value="lisbon",
+                      created_at=T0 - timedelta(days=10)), 0.5, {}, 5)
+    multi = Scored(mem("hob", "Alice likes chess", subject="alice", attribute="hobby", value="chess",
+                       single_valued=False), 0.4, {}, 5)
+    multi2 = Scored(mem("hob2", "Alice likes go", subject="alice", attribute="hobby", value="go",
+                        single_valued=False), 0.3, {}, 5)
+    kept, trace = veto([stale, fresh, same, multi, multi2])
+    assert [s.memory.id for s in kept] == ["new", "rep", "hob", "hob2"]
+    assert [(t.memory_id, t.reason, t.included) for t in trace] == [("old", "veto", False)]
+    assert "new" in trace[0].detail and "Lisbon" in trace[0].detail
+
+
+def test_veto_ignores_other_users_and_inactive_memories():
+    a = Scored(mem("a", subject="s", attribute="x", value="1"), 0.5, {}, 1)
+    b = Scored(mem("b", subject="s", attribute="x", value="2", user="bob"), 0.5, {}, 1)
+    c = Scored(mem("c", subject="s", attribute="x", value="3", status="superseded",
+                   created_at=T0 + timedelta(days=1)), 0.5, {}, 1)
+    kept, trace = veto([a, b, c])
+    assert len(kept) == 3 and trace == []
+
+
+# ---------------------------------------------------------------- pack
+
+@st.composite
+def pack_inputs(draw):
+    n = draw(st.integers(min_value=0, max_value=30))
+    items = []
+    for i in range(n):
+        items.append(Scored(
+            mem(f"m{i}", kind=draw(st.sampled_from(KINDS + ("odd",))),
+                status=draw(st.sampled_from(["active"] * 4 + ["superseded", "forgotten"]))),
+            draw(st.floats(min_value=0, max_value=1)),
+            {"fused": draw(st.floats(min_value=0, max_value=1))},
+            draw(st.integers(min_value=0, max_value=80))))
+    pinned_ids = draw(st.sets(st.integers(min_value=0, max_value=max(n - 1, 0)), max_size=4)) if n else set()
+    pinned = [replace(s, memory=replace(s.memory, pinned=True)) for i, s in enumerate(items) if i in pinned_ids]
+    # Pinned memories may also be retrieved: pack must still trace them once.
+    rest = [s for i, s in enumerate(items) if i not in pinned_ids or draw(st.booleans())]
+    cfg = RecallConfig(min_relevance=draw(st.sampled_from([0.0, 0.2])))
+    return rest, pinned, draw(st.integers(min_value=0, max_value=300)), cfg
+
+
+@settings(max_examples=300)
+@given(pack_inputs())
+def test_pack_invariants(inputs):
+    items, pinned, budget, cfg = inputs
+    packed, trace = pack(items, budget, cfg, pinned)
+    # The ceiling is hard.
+    assert sum(p.tokens for p in packed) <= budget
+    # Every candidate is traced exactly once.
+    ids = [t.memory_id for t in trace]
+    assert len(ids) == len(set(ids))
+    assert set(ids) == {s.memory.id for s in items} | {s.memory.id for s in pinned}
+    assert {t.memory_id for t in trace if t.included} == {p.id for p in packed}
+    # Inactive never packed; nothing under the threshold unless pinned.
+    assert all(p.memory.active for p in packed)
+    pinned_ids = {s.memory.id for s in pinned}
+    assert all(p.scores["fused"] >= cfg.min_relevance for p in packed if p.id not in pinned_ids)
+    # Pinned memories go in whenever they fit together, and go first.
+    active_pins = [s for s in pinned if s.memory.active]
+    if sum(s.tokens for s in active_pins) <= budget:
+        assert {s.memory.id for s in active_pins} <= {p.id for p in packed}
+    firsts = [p.id in pinned_ids for p in packed]
+    assert firsts == sorted(firsts, reverse=True)
+    # Pass 1 respects the per-kind quotas.
+    shares = {"semantic": cfg.semantic_quota, "procedural": cfg.procedural_quota, "episodic": cfg.episodic_quota}
+    by_id = {p.id: p for p in packed}
+    for kind, share in shares.items():
+        pass1 = sum(by_id[t.memory_id].tokens for t in trace
+                    if t.detail.startswith("pass 1") and by_id[t.memory_id].kind == kind)
+        assert pass1 <= int(share * budget)
+    assert {t.reason for t in trace} <= {"pinned", "packed", "budget", "quota", "inactive", "below_threshold"}
+
+
+def test_one_critical_preference_survives_forty_episodic_crumbs():
+    crumbs = [scored(f"crumb{i}", 0.9, 10, kind="episodic", category="event") for i in range(40)]
+    pref = scored("pref", 0.5, 20, kind="semantic", category="preference")
+    packed, trace = pack(crumbs + [pref], 200, CFG)
+    assert "pref" in [p.id for p in packed]
+    assert sum(p.tokens for p in packed) == 200
+    # Without quotas the crumbs would have filled the whole budget.
+    no_quota = RecallConfig(semantic_quota=0, procedural_quota=0, episodic_quota=0)
+    assert "pref" not in [p.id for p in pack(crumbs + [pref], 200, no_quota)[0]]
+    reasons = {t.reason for t in trace if not t.included}
+    assert reasons == {"quota"}
+
+
+def test_unused_quota_flows_to_other_kinds():
+    items = [scored(f"e{i}", 0.9 - i / 100, 10, kind="episodic") for i in range(10)]
+    packed, trace = pack(items, 100, CFG)
+    assert len(packed) == 10
+    assert sum(t.detail.startswith("pass 2") for t in trace) == 7
+
+
+def test_pack_reasons():
+    items = [
+        scored("big", 0.9, 500), scored("ok", 0.8, 10), scored("gone", 0.95, 1, status="forgotten"),
+        scored("weak", 0.7, 1, fused=0.01),
+    ]
+    packed, trace = pack(items, 100, RecallConfig(min_relevance=0.05))
+    reasons = {t.memory_id: t.reason for t in trace}
+    assert reasons == {"big": "budget", "ok": "packed", "gone": "inactive", "weak": "below_threshold"}
+    assert [p.id for p in packed] == ["ok"]
+
+
+def test_pinned_over_budget_are_packed_by_score_until_full():
+    pins = [scored("p1", 0.9, 60, pinned=True), scored("p2", 0.8, 60, pinned=True),
+            scored("p3", 0.1, 30, pinned=True)]
+    packed, trace = pack([scored("x", 1.0, 1)], 100, CFG, pins)
+    assert [p.id for p in packed] == ["p1", "p3", "x"]
+    assert {t.memory_id: t.reason for t in trace} == {"p1": "pinned", "p2": "budget", "p3": "pinned",
+                                                       "x": "packed"}
+
+
+def test_zero_budget_packs_nothing():
+    packed, trace = pack([scored("a", 0.5, 1)], 0, CFG, [scored("p", 0.5, 1)])
+    assert packed == [] and {t.reason for t in trace} == {"budget"}
+
+
+# ---------------------------------------------------------------- confidence, cite, history
+
+def test_coverage_and_evidence():
+    assert coverage("Where does alice live?", "Alice lives in Lisbon") == 1.0
+    assert coverage("What is alice's blood type?", "Alice lives in Lisbon") == pytest.approx(1 / 3)
+    assert coverage("What is the capital of Peru?", "Alice lives in Lisbon") == 0.0
+    assert coverage("what is it?", "anything") == 0.0
+    assert evidence({"dense": 0.8, "coverage": 1.0}) == pytest.approx(0.9)
+    assert evidence({"dense": -0.3, "coverage": None}) == 0.0
+
+
+def test_confidence_thresholds():
+    p = [Packed(mem("a"), 0.5, 3)]
+    assert confidence(p, {"a": {"dense": 0.6, "coverage": 1.0}}, CFG) == "certain"
+    assert confidence(p, {"a": {"dense": 0.4, "coverage": 0.5}}, CFG) == "vague"
+    assert confidence(p, {"a": {"dense": 0.1, "coverage": 0.0}}, CFG) == "unknown"
+    assert confidence(p, {}, CFG) == "unknown"
+    assert confidence([], {}, CFG) == "unknown"
+
+
+def test_cite():
+    m = mem("a", session="s1", turn_id="t1", source="tool", valid_from=T0 + timedelta(days=2))
+    (c,) = cite([Packed(m, 1.0, 3)])
+    assert (c.memory_id, c.session, c.turn_id, c.at, c.source) == ("a", "s1", "t1", T0 + timedelta(days=2), "tool")
+
+
+def supersession_chain() -> tuple[dict[str, MemoryRecord], list[Link]]:
+    day = timedelta(days=1)
+    records = {
+        "v1": mem("v1", "Lead time for AX-7 is 14 days", value="14 days", status="superseded"),
+        "v2": mem("v2", "Lead time for AX-7 is 21 days", value="21 days", status="superseded",
+                  status_reason="supplier update"),
+        "v3": mem("v3", "Lead time for AX-7 is 35 days", value="35 days"),
+        "f": mem("f", "The supplier's factory flooded", category="failure"),
+    }
+    links = [Link("v2", "v1", "supersedes", T0 + day), Link("v3", "v2", "supersedes", T0 + 5 * day),
+             Link("v3", "f", "because", T0 + 5 * day)]
+    return records, links
+
+
+def test_history_notes_follow_supersessions_with_reasons():
+    records, links = supersession_chain()
+    packed = [Packed(records["v3"], 0.9, 8)]
+    notes = history_notes(packed, links, records, hops=2)
+    assert [n.id for n in notes] == ["v2", "v1"]
+    assert notes[0].note == ("corrected from '21 days' on 2025-01-06, because The supplier's factory flooded "
+                             "(not current)")
+    assert notes[1].note == "corrected from '14 days' on 2025-01-02 (not current)"
+    assert [n.id for n in history_notes(packed, links, records, hops=1)] == ["v2"]
+    assert history_notes(packed, links, records, hops=0) == []
+
+
+def test_history_falls_back_to_status_reason_and_text():
+    old = mem("o", "Bob prefers email", status="superseded", status_reason="user said so")
+    new = mem("n", "Bob prefers phone")
+    (note,) = history_notes([Packed(new, 1, 1)], [Link("n", "o", "supersedes")], {"o": old}, 2)
+    assert note.note == "corrected from 'Bob prefers email' on 2025-01-01, because user said so (not current)"
+
+
+def test_make_room_evicts_only_lower_unpinned_fillers_for_history():
+    records, links = supersession_chain()
+    top = Packed(records["v3"], 0.9, 10)
+    pin = Packed(mem("pin", pinned=True), 0.1, 10)
+    high, low = Packed(mem("hi"), 0.95, 10), Packed(mem("lo"), 0.2, 10)
+    notes = history_notes([top], links, records, 2)
+    packed, kept, evicted = make_room([pin, high, top, low], notes, [8, 8], links, 46)
+    # 6 tokens were left: the first note evicts "lo"; the second fits in what that freed.
+    assert [p.id for p in packed] == ["pin", "hi", "v3"]
+    assert [(k.id, k.tokens) for k in kept] == [("v2", 8), ("v1", 8)]
+    assert list(evicted) == ["lo"] and evicted["lo"].reason == "budget" and "v3" in evicted["lo"].detail
+    assert sum(p.tokens for p in packed) + sum(k.tokens for k in kept) <= 46
+    # Nothing cheaper to evict: the note is dropped, the pack is untouched.
+    packed, kept, evicted = make_room([pin, high, top], notes[:1], [30], links, 35)
+    assert [p.id for p in packed] == ["pin", "hi", "v3"] and kept == [] and evicted == {}
+
+
+# ---------------------------------------------------------------- orchestrator against a fake store
+
+def words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+class HashEmbedder:
+    """A deterministic bag-of-words embedder: each word hashed into one of 256 dimensions."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 256), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for w in words(text):
+                out[row, int(hashlib.md5(w.encode()).hexdigest(), 16) % 256] += 1.0
+            norm = np.linalg.norm(out[row])
+            out[row] /= norm if norm else 1.0
+        return out
+
+
+class FakeStore:
+    """An in-memory implementation of the store interface `recall` uses, with call logs."""
+
+    def __init__(self, records: list[MemoryRecord], links: list[Link] = ()):
+        self.records = {m.id: m for m in records}
+        self.link_rows = list(links)
+        self.vectors = dict(zip(self.records, HashEmbedder().embed([m.text for m in records]), strict=True))
+        self.touched: list[tuple[list[str], datetime]] = []
+        self.lexical_calls = 0
+
+    def _visible(self, user: str, filters: dict | None) -> list[MemoryRecord]:
+        f = filters or {}
+        return [m for m in self.records.values() if m.user == user and m.active
+                and (not f.get("kinds") or m.kind in f["kinds"])
+                and all(m.meta.get(k) == v for k, v in f.get("meta", {}).items())]
+
+    def search_dense(self, qvec, k, *, user, filters):
+        hits = [(m.id, float(np.dot(qvec, self.vectors[m.id]))) for m in self._visible(user, filters)]
+        return sorted(hits, key=lambda h: -h[1])[:k]
+
+    def search_lexical(self, query, k, *, user, filters):
+        self.lexical_calls += 1
+        q = set(words(query))
+        hits = [(m.id, float(len(q & set(words(m.text))))) for m in self._visible(user, filters)]
+        return sorted([h for h in hits if h[1] > 0], key=lambda h: -h[1])[:k]
+
+    def get_many(self, ids):
+        return {i: self.records[i] for i in ids if i in self.records}
+
+    def pinned(self, user, filters):
+        return [m for m in self._visible(user, filters) if m.pinned]
+
+    def links(self, ids, kinds):
+        wanted = set(ids)
+        return [x for x in self.link_rows if x.kind in kinds and (x.src in wanted or x.dst in wanted)]
+
+    def touch(self, ids, at):
+        self.touched.append((list(ids), at))
+
+
+def count_many(texts: list[str]) -> list[int]:
+    return [len(words(t)) + 1 for t in texts]
+
+
+def alice_store() -> FakeStore:
+    day = timedelta(days=1)
+    records = [
+        mem("berlin", "Alice lives in Berlin", subject="alice", attribute="city", value="Berlin",
+            status="superseded", status_reason="moved"),
+        mem("lisbon", "Alice lives in Lisbon", subject="alice", attribute="city", value="Lisbon",
+            created_at=T0 + 3 * day, importance=0.8, category="profile"),
+        mem("move", "Alice moved because of a new job at Acme", kind="episodic", category="event",
+            created_at=T0 + 3 * day),
+        mem("tea", "Alice prefers green tea in the morning", category="preference"),
+        mem("deploy", "To deploy run make release then tag the commit", kind="procedural", category="routine"),
+        mem("french", "Always answer Alice in French", kind="procedural", category="instruction", pinned=True),
+        mem("bob", "Bob lives in Lisbon too", user="bob"),
+    ]
+    records += [mem(f"crumb{i}", f"Alice had lunch at cafe number {i}", kind="episodic", category="event",
+                    importance=0.2) for i in range(20)]
+    return FakeStore(records, [Link("lisbon", "berlin", "supersedes", T0 + 3 * day),
+                               Link("lisbon", "move", "because", T0 + 3 * day)])
+
+
+def run(store: FakeStore, query: str, budget: int | None = 64, cfg: RecallConfig = CFG, **kw):
+    return recall(store, HashEmbedder(), query, user=kw.pop("user", "alice"), budget_tokens=budget, cfg=cfg,
+                  decay_cfg=DCFG, now=NOW, count_many=count_many, tokenizer="words+1", **kw)
+
+
+def test_recall_answers_with_citations_history_and_one_touch():
+    store = alice_store()
+    r = run(store, "Where does Alice live?")
+    assert r.confidence == "certain"
+    assert r.ids[0] == "french"  # pinned memories go first
+    assert "lisbon" in r.ids and "berlin" not in r.ids and "bob" not in r.ids
+    assert r.message == ""
+    assert [c.memory_id for c in r.citations] == r.ids
+    assert [h.id for h in r.history] == ["berlin"]
+    assert r.history[0].note == ("corrected from 'Berlin' on 2025-01-04, because Alice moved because of a new "
+                                 "job at Acme (not current)")
+    assert r.tokens_used <= r.budget_tokens == 64
+    assert r.tokens_used == sum(p.tokens for p in r.memories) + sum(h.tokens for h in r.history)
+    assert store.touched == [(r.ids, NOW)]
+    assert r.provenance == {"retrievers": ["dense", "bm25"], "fusion": "rrf", "rerank": "none",
+                            "evidence": "dense cosine + query coverage", "tokenizer": "words+1"}
+    traced = [t.memory_id for t in r.trace]
+    assert len(traced) == len(set(traced))
+    assert {t.memory_id for t in r.trace if t.reason == "expansion"} == {"berlin"}
+
+
+def test_recall_abstains_on_an_unrelated_question():
+    store = alice_store()
+    r = run(store, "What is the capital of Peru?")
+    assert r.confidence == "unknown"
+    assert r.memories == [] and r.citations == [] and r.history == []
+    assert r.message == NOT_IN_RECORD
+    assert r.trace and all(t.reason == "abstain" and not t.included for t in r.trace)
+    assert store.touched == []
+
+
+def test_recall_budget_is_a_hard_ceiling():
+    store = alice_store()
+    for budget in (0, 1, 5, 9, 17, 40, 200):
+        r = run(store, "Where does Alice live and what does she drink?", budget)
+        assert sum(p.tokens for p in r.memories) + sum(h.tokens for h in r.history) <= budget
+    r = run(store, "Where does Alice live?", 0)
+    assert r.confidence == "unknown" and r.message == NO_ROOM
+
+
+def test_recall_uses_config_budget_by_default_and_rejects_negative():
+    assert run(alice_store(), "Where does Alice live?", None).budget_tokens == CFG.budget_tokens
+    with pytest.raises(InvalidInput):
+        run(alice_store(), "Where does Alice live?", -1)
+
+
+def test_recall_vetoes_a_stale_value_the_store_left_active():
+    store = alice_store()
+    store.records["berlin"] = replace(store.records["berlin"], status="active")
+    r = run(store, "Where does Alice live?", 200)
+    assert "berlin" not in r.ids and "lisbon" in r.ids
+    (v,) = [t for t in r.trace if t.reason == "veto"]
+    assert v.memory_id == "berlin" and "lisbon" in v.detail
+
+
+def test_recall_empty_store_and_unknown_user():
+    assert run(FakeStore([]), "Where does Alice live?").confidence == "unknown"
+    r = run(alice_store(), "Where does Alice live?", user="carol")
+    assert r.memories == [] and r.message == NOT_IN_RECORD
+
+
+@pytest.mark.parametrize("w, retrievers, lexical_calls", [(0.0, ["dense"], 0), (1.0, ["bm25"], 1)])
+def test_recall_single_retriever_recipes(w, retrievers, lexical_calls):
+    store = alice_store()
+    r = run(store, "Where does Alice live?", 200, RecallConfig(lexical_weight=w))
+    assert r.provenance["retrievers"] == retrievers
+    assert store.lexical_calls == lexical_calls
+    assert "lisbon" in r.ids and r.confidence in ("certain", "vague")
+
+
+def test_recall_passes_filters_to_the_store():
+    r = run(alice_store(), "How do I deploy a release?", 200, filters={"kinds": ["procedural"]})
+    assert r.ids and {p.kind for p in r.memories} == {"procedural"}
+    assert r.ids[0] == "french" and "deploy" in r.ids
+
+
+def test_recall_keeps_trace_complete_under_random_budgets():
+    store, rnd = alice_store(), random.Random(7)
+    for _ in range(20):
+        r = run(store, "Alice lunch cafe Lisbon tea", rnd.randint(0, 120))
+        traced = [t.memory_id for t in r.trace if t.reason != "expansion"]
+        assert len(traced) == len(set(traced))
+        assert set(r.ids) <= set(traced)
