@@ -72,6 +72,9 @@ class TrustConfig:
     single_source_penalty: float = 0.15  # trust lost by a memory never corroborated
     confirmation_half_life_days: float = 30.0  # age at which an unconfirmed claim's trust halves
     tool_timeout_s: float = 5.0  # a tool slower than this makes the claim unverified
+    stable_half_life_days: float = 180.0  # confirmation half-life of preferences, profile facts, routines, instructions
+    audit_pair_cosine: float = 0.3  # cosine from which two memories about one subject go to the semantic judge
+    crumb_salience: float = 0.15  # episodic memories under this salience are proposed for forgetting
 
 
 @dataclass(frozen=True)

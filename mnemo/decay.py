@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
 from .clock import utc
 from .config import DecayConfig
-from .model import MemoryRecord
+from .errors import MnemoError
+from .model import Event, MemoryRecord
 
 REVIEW_JUDGE = "offline-rules-v1"
 
@@ -187,3 +189,62 @@ def _as_datetime(value: object) -> datetime | None:
             parsed = parsed.replace(hour=23, minute=59, second=59)
         return utc(parsed)
     return None
+
+
+# ----------------------------------------------------------------- stages over a store
+def decay(store, now: datetime, cfg: DecayConfig) -> list[tuple[str, float]]:
+    """Tombstone every active memory whose salience is under the threshold; return (id, salience).
+
+    The store evaluates `salience` in SQL over the whole table in one pass
+    (tests/test_decay_store.py checks that it agrees with the Python function).
+    """
+    return store.decay_pass(now, cfg)
+
+
+REVIEW_SCHEMA = {
+    "type": "object",
+    "properties": {"keep": {"type": "boolean"}, "why": {"type": "string"}},
+    "required": ["keep", "why"],
+    "additionalProperties": False,
+}
+
+
+def model_review(llm) -> Callable[[MemoryRecord, datetime, DecayConfig], dict]:
+    """Return a review judge backed by the model; on any model error it keeps the memory and says why."""
+
+    def judge(memory: MemoryRecord, now: datetime, cfg: DecayConfig | None = None) -> dict:
+        try:
+            out = llm.complete_json("review", {"memory": memory.text, "category": memory.category,
+                                               "importance": f"{memory.importance:.2f}",
+                                               "created": str(memory.created_at), "now": now.isoformat(),
+                                               "accesses": str(memory.access_count)},
+                                    REVIEW_SCHEMA, role="judge")
+        except MnemoError as exc:
+            # Failing closed here means keeping: a judge that cannot answer must not forget anything.
+            return {"keep": True, "why": f"judge error, kept: {exc}", "judge": "model", "error": True}
+        return {"keep": bool(out["keep"]), "why": str(out["why"]), "judge": "model"}
+
+    return judge
+
+
+def review_expired(store, now: datetime, cfg: DecayConfig,
+                   judge: Callable[..., dict] = review_offline) -> list[dict]:
+    """Judge every memory past its TTL: forget it (reason "expired") or keep it for another TTL; return verdicts."""
+    from .store import new_id
+
+    verdicts = []
+    with store.transaction():
+        for memory in store.expired(now):
+            verdict = {**judge(memory, now, cfg), "memory_id": memory.id, "text": memory.text}
+            verdicts.append(verdict)
+            if verdict["keep"]:
+                ttl = ttl_for(memory.importance, cfg)
+                store.set_expiry(memory.id, (now + ttl) if ttl else None)
+                action, after = "reviewed", "active"
+            else:
+                store.set_status(memory.id, "forgotten", reason="expired", at=now)
+                action, after = "forgotten", "forgotten"
+            store.insert_events([Event(new_id("e"), memory.id, now, action, "active", after,
+                                       "expired" if after == "forgotten" else "review kept",
+                                       {k: v for k, v in verdict.items() if k != "text"})])
+    return verdicts

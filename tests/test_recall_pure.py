@@ -108,6 +108,19 @@ def test_score_combines_components_with_config_weights():
     assert prior(fact) == 1.0 and prior(crumb) == pytest.approx(0.18)
 
 
+@given(st.lists(st.tuples(st.floats(min_value=0, max_value=1), st.floats(min_value=-5, max_value=5),
+                          st.integers(min_value=0, max_value=50), st.sampled_from(KINDS)), max_size=10))
+def test_score_components_are_bounded(rows):
+    memories = [mem(f"m{i}", kind=k, importance=imp, access_count=acc,
+                    created_at=T0 + timedelta(days=i)) for i, (_, imp, acc, k) in enumerate(rows)]
+    fused = {f"m{i}": {"fused": f} for i, (f, *_rest) in enumerate(rows)}
+    out = score(memories, fused, NOW, CFG, DCFG)
+    assert [s.score for s in out] == sorted((s.score for s in out), reverse=True)
+    for s in out:
+        assert all(0.0 <= s.scores[k] <= 1.0 for k in ("fused", "recency", "salience", "prior"))
+        assert 0.0 <= s.score <= 1.0 + 1e-9
+
+
 def test_score_prefers_newer_information():
     old, new = mem("o", created_at=T0 - timedelta(days=400)), mem("n", created_at=T0)
     out = score([old, new], {"o": {"fused": 0.5}, "n": {"fused": 0.5}}, NOW, CFG, DCFG)
@@ -309,6 +322,8 @@ def test_make_room_evicts_only_lower_unpinned_fillers_for_history():
     assert [(k.id, k.tokens) for k in kept] == [("v2", 8), ("v1", 8)]
     assert list(evicted) == ["lo"] and evicted["lo"].reason == "budget" and "v3" in evicted["lo"].detail
     assert sum(p.tokens for p in packed) + sum(k.tokens for k in kept) <= 46
+    # An older correction never shows without the newer one it leads to.
+    assert make_room([top], notes, [100, 1], links, 15)[1] == []
     # Nothing cheaper to evict: the note is dropped, the pack is untouched.
     packed, kept, evicted = make_room([pin, high, top], notes[:1], [30], links, 35)
     assert [p.id for p in packed] == ["pin", "hi", "v3"] and kept == [] and evicted == {}

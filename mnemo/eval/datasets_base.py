@@ -167,7 +167,7 @@ class Question:
     id: str
     conversation_id: str
     question: str
-    answer: str | None  # None where the dataset gives no answer (LoCoMo category 5, BEAM abstention)
+    answer: str | None  # None where the dataset gives none (most LoCoMo category 5, PrefEval)
     category: int  # the dataset's own category number (see each loader)
     category_name: str
     evidence: list[str]  # cleaned dia_ids of supporting turns, in the dataset's order
@@ -228,9 +228,10 @@ def checksum(name: str, root: Path, paths: Iterable[Path], verify: bool = True) 
 def verify_checksums(name: str, path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """Check every file of dataset `name` whose sha256 the READMEs give; return a report keyed by path.
 
-    Each entry is {"expected": sha256, "actual": sha256 or None if the file is absent, "ok": bool}.
-    Files of either layout (this folder's or upstream's) are checked where present; absent files
-    are reported with ok=False only when no file of the dataset is present at all (raises then).
+    Each entry is {"expected": sha256, "actual": sha256, "ok": bool} for a file that is present.
+    Files of either layout (this folder's or upstream's) are checked where present, so a partial
+    copy reports only what it holds; a folder with none of the dataset's files raises DatasetError.
+    `path` is the dataset folder (default `$MNEMO_DATA_DIR/<name>`).
     """
     root = dataset_root(name, path)
     report: dict[str, dict[str, Any]] = {}
