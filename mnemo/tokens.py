@@ -45,11 +45,11 @@ _state: dict[str, Any] = {}
 _cache: dict[str, int] = {}
 
 
-def load_wordpiece(path: Path = TOKENIZER_PATH) -> Any:
-    """Return a fresh `tokenizers.Tokenizer` from the shipped asset, with padding and truncation off."""
+def load_wordpiece(path: Path | None = None) -> Any:
+    """Return a fresh `tokenizers.Tokenizer` from the shipped asset (or `path`), padding and truncation off."""
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(path))
+    tok = Tokenizer.from_file(str(path or TOKENIZER_PATH))
     # The upstream file pads and truncates to 128 for the model; callers choose their own limits.
     tok.no_padding()
     tok.no_truncation()

@@ -91,7 +91,9 @@ def load(name: str) -> Template:
         raise ConfigError(f"invalid prompt name {name!r}: use lowercase letters, digits and '_'")
     path = PROMPT_DIR / f"{name}.txt"
     if not path.exists():
-        raise ConfigError(f"no prompt '{name}' in {PROMPT_DIR}; known prompts: {', '.join(names()) or 'none'}")
+        raise ConfigError(
+            f"no prompt '{name}' in {PROMPT_DIR}; known prompts: {', '.join(names()) or 'none'}"
+        )
     return parse(name, path.read_text(encoding="utf-8"))
 
 
@@ -197,9 +199,7 @@ def render(name: str, **variables: Any) -> tuple[list[dict[str, str]], str]:
             if part
         )
         raise ConfigError(f"prompt '{name}' v{tpl.version} takes {', '.join(sorted(wanted))}: {detail}")
-    values = {
-        k: (neutralise(str(v)) if k in tpl.plain else frame(k, v)) for k, v in variables.items()
-    }
+    values = {k: (neutralise(str(v)) if k in tpl.plain else frame(k, v)) for k, v in variables.items()}
     system = _fill(tpl.system, values) + "\n\n" + DATA_RULE
     user = _fill(tpl.user, values)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}], tpl.version
