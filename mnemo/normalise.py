@@ -10,7 +10,8 @@ same value" mean, so the rules live here once:
   "due date" -> "deadline", "company" -> "employer");
 - values: trimmed, thousands separators dropped, currencies as ISO codes after the
   number ("€1,200" -> "1200 EUR");
-- dates: ISO dates resolved against `now` (a month and day in the past means next year).
+- dates: ISO dates resolved against `now` (a month and day in the past means next year);
+- sentences: splitting, contractions spelled out, small talk recognised.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ ATTRIBUTE_SYNONYMS = {
 # Attributes a generic "the X of Y is Z" / "my X is Z" sentence may name without being a record.
 KNOWN_ATTRIBUTES = frozenset(ATTRIBUTE_SYNONYMS) | {"colour", "color", "size", "limit", "headcount", "revenue",
                                                     "pin", "code", "number", "schedule", "plan"}
-DATE_ATTRIBUTES = frozenset({"deadline", "start_date", "end_date", "launch_date", "release_date", "eta", "date"})
+DATE_ATTRIBUTES = frozenset({"deadline", "start_date", "end_date", "launch_date", "release_date", "eta", "date",
+                             "expiry_date", "ship_date"})
 
 CURRENCIES = {"€": "EUR", "eur": "EUR", "euro": "EUR", "euros": "EUR", "$": "USD", "usd": "USD",
               "dollar": "USD", "dollars": "USD", "£": "GBP", "gbp": "GBP", "pound": "GBP", "pounds": "GBP",
@@ -88,6 +90,7 @@ _DATE_FORMS = [
     ("next", re.compile(r"\bnext\s+(?P<unit>week|month)\b", re.I)),
     ("eom", re.compile(r"\b(?:the\s+)?end\s+of\s+(?:the\s+|this\s+)?month\b", re.I)),
     ("nth", re.compile(r"\bthe\s+(?P<day>\d{1,2})(?:st|nd|rd|th)\b", re.I)),
+    ("month", re.compile(r"\b(?:January|February|March|April|May|June|July|August|September|October|November|December)\b(?:\s+\d{4})?")),
 ]
 _SMALL = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4}
 
@@ -130,7 +133,7 @@ def display_subject(subject: str | None, raw: str | None = None) -> str:
     if RECORD_ID.fullmatch(subject):
         return subject
     shown = _strip_article(raw or subject)
-    if raw and shown[:1].isupper():
+    if raw and all(w[:1].isupper() or w[:1].isdigit() for w in shown.split()):
         return shown
     return "The " + shown
 
@@ -228,7 +231,8 @@ def parse_date(text: str, now: datetime | None) -> tuple[str | None, str | None]
     """Return (ISO date, raw phrase) for the first date expression in `text`, or (None, None).
 
     Forms: ISO dates, "March 3(rd)(, 2026)", "3 March", "the 10th", today / tomorrow,
-    "in 2 weeks", weekdays (the next such day strictly after today), "next week",
+    "in 2 weeks", weekdays (the next such day strictly after today; "next Friday" said
+    before Friday in the same week means the Friday of the following week), "next week",
     "end of the month". A month and day without a year take the year of `now`, or
     the next year when that date has passed; "the 10th" takes this month, or the
     next one. Without `now` only fully specified dates resolve: the others return
@@ -253,7 +257,7 @@ def parse_date(text: str, now: datetime | None) -> tuple[str | None, str | None]
                 return None, raw
             found = _safe_date(today.year, month, day)
             return (_future(found, today, "year").isoformat() if found else None), raw
-        if today is None:
+        if today is None or form == "month":
             return None, raw
         if form == "rel":
             shift = {"today": 0, "tonight": 0, "tomorrow": 1, "day after tomorrow": 2}[m["rel"].lower()]
@@ -264,6 +268,8 @@ def parse_date(text: str, now: datetime | None) -> tuple[str | None, str | None]
             return (today + timedelta(days=days)).isoformat(), raw
         if form == "weekday":
             ahead = (WEEKDAYS[m["wd"].lower()] - today.weekday()) % 7 or 7
+            if raw.lower().startswith("next") and today.weekday() + ahead < 7:
+                ahead += 7
             return (today + timedelta(days=ahead)).isoformat(), raw
         if form == "next":
             if m["unit"].lower() == "week":
@@ -281,7 +287,7 @@ def parse_date(text: str, now: datetime | None) -> tuple[str | None, str | None]
 _IRREGULAR_3RD = {"have": "has", "do": "does", "go": "goes", "be": "is", "am": "is"}
 _AUX = frozenset("can could will would should must might may did was were had is are am shall "
                  "don't didn't won't can't wouldn't shouldn't couldn't isn't wasn't".split())
-_PAST = frozenset("went met had saw got took made bought ate ran flew gave told said left found felt kept lost paid "
+PAST_VERBS = frozenset("went met had saw got took made bought ate ran flew gave told said left found felt kept lost paid "
                   "sent spent thought wrote came became began broke chose drove fell forgot knew sold sat slept "
                   "spoke stood swam taught won wore hit put set quit cut let did was were".split())
 _ED_BASE = frozenset("need feed seed bleed speed breed proceed succeed exceed embed".split())
@@ -300,7 +306,7 @@ def third_person_verb(verb: str) -> str:
     low = verb.lower()
     if low in _IRREGULAR_3RD:
         return _IRREGULAR_3RD[low]
-    if low in _AUX or low in _PAST or (low.endswith("ed") and low not in _ED_BASE):
+    if low in _AUX or low in PAST_VERBS or (low.endswith("ed") and low not in _ED_BASE):
         return verb
     if low.endswith(("sh", "ch", "x", "z", "o", "ss")):
         return verb + "es"
@@ -326,8 +332,49 @@ def third_person(sentence: str) -> str:
         who = "the user" if m.group("who") == "I" else "the team"
         return f"{who} {m.group('adv') or ''}{third_person_verb(m.group('verb'))}"
 
-    adverbs = r"(?P<adv>(?:usually|always|often|never|sometimes|normally|typically|also|really|still|now|mostly|just|finally|recently|already) )?"
+    adverbs = (r"(?P<adv>(?:usually|always|often|never|sometimes|normally|typically|also|really|still|now|mostly|"
+               r"just|finally|recently|already) )?")
     text = re.sub(rf"(?P<who>\bI\b|\b[Ww]e\b) {adverbs}(?P<verb>[a-z]+)\b", _subject_verb, text)
     text = re.sub(r"\b(?:me|us)\b", lambda m: "the user" if m.group(0) == "me" else "the team", text)
     text = text[0].upper() + text[1:] if text else text
     return text if text.endswith((".", "!", "?", '"')) else text + "."
+
+
+# ---------------------------------------------------------------- sentences
+_ABBREV = re.compile(r"\b(?:mr|mrs|ms|dr|st|jr|sr|vs|etc|e\.g|i\.e|inc|ltd|co|approx|no)\.$", re.I)
+_CHIT = frozenset("ok okay k kk thanks thank you thx ty cheers haha hahaha lol lmao nice cool great awesome sure "
+                  "yes yeah yep no nope hi hello hey bye goodbye good morning night evening afternoon see ya later "
+                  "perfect wow hmm hm oh ah got it sounds good np problem welcome alright right fine indeed agreed "
+                  "true exactly that's that is so very really much lot a :) 👍 🙂 😂 xd lovely".split())
+
+_CONTRACTIONS = ((r"\bI'm\b", "I am"), (r"\bI've\b", "I have"), (r"\bI'd\b", "I would"), (r"\bI'll\b", "I will"),
+                 (r"\b([Ww]e)'re\b", r"\1 are"), (r"\b([Ww]e)'ve\b", r"\1 have"), (r"\b([Ww]e)'ll\b", r"\1 will"),
+                 (r"\b([Ww]e)'d\b", r"\1 would"))
+
+
+def expand(clause: str) -> str:
+    """Return a clause with typographic apostrophes straightened and I'm / we're / I've ... spelled out."""
+    text = clause.replace("\u2019", "'")
+    for pattern, repl in _CONTRACTIONS:
+        text = re.sub(pattern, repl, text)
+    return text
+
+
+def sentences(text: str) -> list[str]:
+    """Return the sentences of `text`: lines split after ! and ?, and after . before a capital or digit (not "Dr.")."""
+    out: list[str] = []
+    for line in text.splitlines():
+        merged: list[str] = []
+        for part in re.split(r"(?<=[!?])\s+|(?<=\.)\s+(?=[\"'(]?[A-Z0-9])", line.strip()):
+            if merged and _ABBREV.search(merged[-1]):
+                merged[-1] += " " + part
+            elif part:
+                merged.append(part)
+        out.extend(merged)
+    return out
+
+
+def chitchat(sentence: str) -> bool:
+    """Return True for small talk that stores nothing ("ok thanks", "haha nice")."""
+    words = re.findall(r"[\w':()👍🙂😂]+", sentence.lower())
+    return not content_tokens(sentence) or all(w in _CHIT for w in words)
