@@ -27,6 +27,7 @@ class WriteConfig:
     remember_floor: float = 0.9  # importance floor for explicit "remember that ..." requests
     max_turn_chars: int = 1_000_000  # longer input is refused with InvalidInput, nothing stored
     context_turns: int = 3  # recent turns of the session used to resolve "save this"
+    max_candidates: int = 64  # candidates kept per turn (most important first); the rest are reported as ignored
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class TrustConfig:
     confirmation_half_life_days: float = 30.0  # age at which an unconfirmed claim's trust halves
     tool_timeout_s: float = 5.0  # a tool slower than this makes the claim unverified
     stable_half_life_days: float = 180.0  # confirmation half-life of preferences, profile facts, routines, instructions
-    audit_pair_cosine: float = 0.3  # cosine from which two memories about one subject go to the semantic judge
+    audit_pair_cosine: float = 0.1  # cosine from which same-subject pairs go to the semantic judge (hash: opposites ~0.2)
     crumb_salience: float = 0.15  # episodic memories under this salience are proposed for forgetting
 
 

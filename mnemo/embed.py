@@ -332,6 +332,11 @@ def make_embedder(spec: str | Embedder | None = "auto") -> Embedder:
             return spec
         raise ConfigError(f"an embedder needs name, dim and embed(texts); got {type(spec).__name__}")
     text = (spec or "auto").strip()
+    # A store records its embedder by name ("hash-bow-384", "minilm-l6-int8"); those names open it again.
+    if text.startswith("hash-bow-") and text[len("hash-bow-"):].isdigit():
+        text = f"hash:{text[len('hash-bow-'):]}"
+    elif text == "minilm-l6-int8":
+        text = "minilm"
     kind, _, arg = text.partition(":")
     if kind == "auto" and not arg:
         return MiniLMEmbedder() if _minilm_installed() else HashEmbedder()

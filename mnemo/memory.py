@@ -20,6 +20,7 @@ from .llm import LLM, connect
 from .model import Candidate, Event, MemoryRecord, Recall, WriteReport
 from .reconcile import model_judge, offline_judge
 from .store import Store, new_id
+from .store_pg import store_class
 from .tokens import count_many, tokenizer_name
 
 
@@ -38,13 +39,18 @@ class Memory:
     @classmethod
     def open(cls, path: str | Path = ":memory:", *, embedder: str | Embedder | None = None,
              llm: str | LLM | None = None, clock: Clock | None = None, config: Config | str | None = None,
-             read_only: bool = False) -> Memory:
-        """Open (or create) a store. With no embedder given, an existing store's own embedder is used."""
+             read_only: bool = False, backend: str | None = None) -> Memory:
+        """Open (or create) a store. With no embedder given, an existing store's own embedder is used.
+
+        A postgresql:// DSN opens the PostgreSQL + pgvector store (`backend="postgres"`, see
+        mnemo.store_pg); anything else is a DuckDB file or ":memory:" (`backend="duckdb"`).
+        """
+        store_cls = store_class(path, backend)
         if embedder is None:
-            embedder = Store.recorded_embedder(path) or "auto"
+            embedder = store_cls.recorded_embedder(path) or "auto"
         emb = make_embedder(embedder)
         cfg = config if isinstance(config, Config) else recipe(config)
-        store = Store(path, embedder=emb.name, dim=emb.dim, read_only=read_only)
+        store = store_cls(path, embedder=emb.name, dim=emb.dim, read_only=read_only)
         return cls(store, emb, connect(llm), clock or WallClock(), cfg)
 
     def close(self) -> None:
@@ -191,11 +197,20 @@ class Memory:
 
         return import_into(cls, path, store, **open_kwargs)
 
+    def answer(self, question: str, *, user: str, budget_tokens: int | None = None,
+               filters: dict[str, Any] | None = None) -> Any:
+        """Answer a question from the packed memories, citing them; abstain when the record is silent."""
+        from .answer import answer
+
+        return answer(self.llm, self.recall(question, user=user, budget_tokens=budget_tokens, filters=filters))
+
     def get(self, memory_id: str) -> MemoryRecord:
+        """Return one memory, active or tombstoned (NotFound for an unknown id)."""
         return self.store.get(memory_id)
 
     def memories(self, user: str | None = None, *, include_inactive: bool = False,
                  filters: dict[str, Any] | None = None) -> list[MemoryRecord]:
+        """Return a user's memories, oldest first: active only, or with tombstones when include_inactive."""
         return self.store.memories(user, include_inactive=include_inactive, filters=filters)
 
     def history(self, memory_id: str) -> list[Event]:

@@ -63,10 +63,21 @@ def remember(store: Store, embedder, llm, turn: Turn, cfg: Config,
              judge: Callable[[Candidate, MemoryRecord], dict]) -> WriteReport:
     """Extract candidates from a recorded turn, reconcile them and apply the plan; return the report."""
     context = [t for t in store.recent_turns(turn.user, turn.session, cfg.write.context_turns + 1) if t.id != turn.id]
-    candidates = extract(llm, turn, context, cfg.write)
+    candidates, overflow = cap(extract(llm, turn, context, cfg.write), cfg.write.max_candidates)
     vecs = embedder.embed([c.text for c in candidates]) if candidates else np.zeros((0, store.dim), np.float32)
     plan = reconcile(store, turn.user, candidates, vecs, cfg, judge)
-    return apply(store, plan, candidates, vecs, turn=turn, cfg=cfg)
+    report = apply(store, plan, candidates, vecs, turn=turn, cfg=cfg)
+    report.ignored.extend((c, f"over max_candidates={cfg.write.max_candidates} for one turn") for c in overflow)
+    return report
+
+
+def cap(candidates: list[Candidate], limit: int) -> tuple[list[Candidate], list[Candidate]]:
+    """Return (kept, dropped): the `limit` most important candidates in their original order, and the rest."""
+    if len(candidates) <= limit:
+        return candidates, []
+    keep = set(sorted(range(len(candidates)), key=lambda i: -candidates[i].importance)[:limit])
+    return ([c for i, c in enumerate(candidates) if i in keep],
+            [c for i, c in enumerate(candidates) if i not in keep])
 
 
 def materialise(candidate: Candidate, turn: Turn, cfg: Config) -> MemoryRecord:
