@@ -185,8 +185,10 @@ def _forget(i: int, c: Candidate, active: list[MemoryRecord], row: np.ndarray, c
             taken: set[str], base: dict[str, Any]) -> list[Action]:
     """Return the forget actions of one forget command, or one ignore action."""
     spec = c.meta.get("forget") or {}
+    # "Forget everything about me" is too broad; "forget my tea preference" names terms and is not.
     broad = spec.get("scope") == "all" or (
-        _key(c.subject) in ("user", "team") or spec.get("scope") in ("user", "team")) and not (c.attribute or c.value)
+        _key(c.subject) in ("user", "team") or spec.get("scope") in ("user", "team")) and not (
+        c.attribute or c.value or spec.get("terms"))
     if broad:
         return [Action("ignore", c, reason="forget request too broad: name what to forget, or use "
                        "Memory.forget(memory_id)", evidence={**base, "scope": spec.get("scope")})]

@@ -129,12 +129,13 @@ def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: n
                 events.append(_event(new.id, at, "created", None, "active", action.reason, action.evidence))
             elif action.op == "supersede" and new is not None and action.target_id:
                 old = store.get(action.target_id)
-                store.set_status(old.id, "superseded", reason=action.reason, at=at, successor=new.id)
-                events.append(_event(new.id, at, "created", None, "active", action.reason, action.evidence))
-                events.append(_event(old.id, at, "superseded", old.status, "superseded", action.reason,
+                reason = _with_cause(action.reason, action.candidate.cause)
+                store.set_status(old.id, "superseded", reason=reason, at=at, successor=new.id)
+                events.append(_event(new.id, at, "created", None, "active", reason, action.evidence))
+                events.append(_event(old.id, at, "superseded", old.status, "superseded", reason,
                                      action.evidence, new.id))
                 links.append(Link(new.id, old.id, "supersedes", at))
-                report.superseded.append(Supersession(old, new, action.reason, action.evidence))
+                report.superseded.append(Supersession(old, new, reason, action.evidence))
             elif action.op == "corroborate" and action.target_id:
                 store.corroborate(action.target_id, at)
                 events.append(_event(action.target_id, at, "corroborated", "active", "active", action.reason,
@@ -157,6 +158,13 @@ def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: n
         store.insert_events(events)
         store.insert_links(links)
     return report
+
+
+def _with_cause(reason: str, cause: str | None) -> str:
+    """Return the supersession reason with the cause the user stated, so history can say why."""
+    if not cause or cause.lower() in reason.lower():
+        return reason
+    return f"{reason}, because {cause}"
 
 
 def _because_links(action: Action, new: MemoryRecord, created: dict[int, MemoryRecord], at: datetime) -> list[Link]:
