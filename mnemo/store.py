@@ -24,9 +24,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from .config import DecayConfig
 from .errors import EmbedderMismatch, ExtensionUnavailable, InvalidInput, NotFound, StoreError, StoreLocked
 from .index import VectorIndex
-from .config import DecayConfig
 from .model import Event, Link, MemoryRecord, Turn
 
 SCHEMA_VERSION = 1
@@ -480,6 +480,237 @@ class Store:
     def _has_fts(self) -> bool:
         return bool(self.con.execute(
             "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'fts_main_memories'").fetchone()[0])
+
+    # ----------------------------------------------------------------- cold archive (mnemo.archive)
+    # Archiving is the one place mnemo hard-deletes rows, and only rows it wrote out and verified first.
+    _ARCHIVED = {
+        "memories": "SELECT m.* FROM memories m JOIN archive_ids a USING (id) WHERE a.month = ?",
+        "events": "SELECT e.* FROM events e JOIN archive_ids a ON e.memory_id = a.id WHERE a.month = ?",
+        "links": "SELECT * EXCLUDE (month) FROM archive_links WHERE month = ?",
+    }
+
+    def archive_candidates(self, cutoff: datetime) -> dict[str, int]:
+        """Return {"YYYY-MM": count} of tombstones whose status changed before `cutoff`."""
+        return dict(self.con.execute(
+            "SELECT strftime(status_at, '%Y-%m') AS month, count(*) FROM memories WHERE status <> 'active' "
+            "AND status_at < ? GROUP BY month ORDER BY month", [_naive(cutoff)]).fetchall())
+
+    def _digest(self, select: str, params: list[Any]) -> tuple[int, str]:
+        # xor of row hashes: order-free, so partitions combine; DuckDB's hash is stable within its version.
+        rows, digest = self.con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM ({select}) t", params).fetchone()
+        return int(rows), f"{int(digest or 0):016x}"
+
+    def archive_export(self, cutoff: datetime, out_dir: str | Path) -> list[dict[str, Any]]:
+        """Write tombstones older than `cutoff`, with their events and links, as Parquet partitions by month.
+
+        Returns [{"month", "files": {table: {"path", "rows", "digest"}}}]. A link goes to the earlier
+        month of its archived ends, so none is written twice. Nothing is deleted here.
+        """
+        out = Path(out_dir)
+        parts: list[dict[str, Any]] = []
+        with self.transaction():
+            self.con.execute("CREATE OR REPLACE TEMP TABLE archive_ids AS SELECT id, strftime(status_at, '%Y-%m') "
+                             "AS month FROM memories WHERE status <> 'active' AND status_at < ?", [_naive(cutoff)])
+            self.con.execute("CREATE OR REPLACE TEMP TABLE archive_links AS SELECT l.*, least(s.month, d.month) "
+                             "AS month FROM links l LEFT JOIN archive_ids s ON l.src = s.id LEFT JOIN archive_ids d "
+                             "ON l.dst = d.id WHERE s.id IS NOT NULL OR d.id IS NOT NULL")
+            months = [r[0] for r in self.con.execute("SELECT DISTINCT month FROM archive_ids ORDER BY 1").fetchall()]
+            for month in months:
+                folder = out / f"month={month}"
+                folder.mkdir(parents=True, exist_ok=True)
+                files = {}
+                for table, select in self._ARCHIVED.items():
+                    path = folder / f"{table}.parquet"
+                    literal = str(path).replace("'", "''")
+                    self.con.execute(f"COPY ({select}) TO '{literal}' (FORMAT parquet, COMPRESSION zstd)", [month])
+                    rows, digest = self._digest(select, [month])
+                    files[table] = {"path": str(path), "rows": rows, "digest": digest}
+                parts.append({"month": month, "files": files})
+            self.con.execute("DROP TABLE archive_ids")
+            self.con.execute("DROP TABLE archive_links")
+        return parts
+
+    def archive_purge(self, memories_files: list[str], expected: dict[str, int]) -> dict[str, int]:
+        """Hard-delete the archived rows named by verified Parquet files; roll back unless counts equal `expected`."""
+        self._writable()
+        with self.transaction():
+            self.con.execute("CREATE OR REPLACE TEMP TABLE purge_ids AS SELECT id FROM read_parquet(?)",
+                             [list(memories_files)])
+            deleted = {
+                "links": self.con.execute("DELETE FROM links WHERE src IN (SELECT id FROM purge_ids) "
+                                          "OR dst IN (SELECT id FROM purge_ids)").fetchone()[0],
+                "events": self.con.execute("DELETE FROM events WHERE memory_id IN (SELECT id FROM purge_ids)"
+                                           ).fetchone()[0],
+                # Never an active memory: one restored since the export makes the counts differ and undoes it all.
+                "memories": self.con.execute("DELETE FROM memories WHERE status <> 'active' "
+                                             "AND id IN (SELECT id FROM purge_ids)").fetchone()[0],
+            }
+            self.con.execute("DROP TABLE purge_ids")
+            if deleted != expected:
+                raise StoreError(f"archive purge would delete {deleted}, not the archived {expected}: the store "
+                                 "changed since the export; nothing was deleted, run the archive again")
+        self._reload_index()
+        return deleted
+
+    def archive_restore(self, files: dict[str, list[str]], expected: dict[str, tuple[int, str]] | None) -> dict[str, int]:
+        """Insert archived memories (with vectors), events and links from Parquet, refusing ids already present.
+
+        `files` maps each table to its Parquet files; `expected` maps it to (rows, digest) as
+        exported, checked inside the transaction (None skips the digest, e.g. across DuckDB versions).
+        """
+        self._writable()
+        counts: dict[str, int] = {}
+        with self.transaction():
+            clash = [r[0] for r in self.con.execute(
+                "SELECT id FROM read_parquet(?) WHERE id IN (SELECT id FROM memories) ORDER BY id LIMIT 6",
+                [list(files["memories"])]).fetchall()]
+            if clash:
+                raise InvalidInput(f"the archive holds memories already in the store ({', '.join(clash[:5])}"
+                                   f"{', ...' if len(clash) > 5 else ''}); nothing was restored")
+            for table in self._ARCHIVED:
+                self.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [list(files[table])])
+                # Memories are hashed as stored: Parquet keeps FLOAT[dim] as a plain list, which hashes differently.
+                select = ("SELECT m.* FROM memories m WHERE m.id IN (SELECT id FROM read_parquet(?))"
+                          if table == "memories" else "SELECT * FROM read_parquet(?)")
+                rows, digest = self._digest(select, [list(files[table])])
+                if expected is not None and (rows, digest) != tuple(expected[table]):
+                    raise StoreError(f"archived {table} read back as {rows} rows / digest {digest}, manifest says "
+                                     f"{tuple(expected[table])}; nothing was restored")
+                counts[table] = rows
+        self._reload_index()
+        return counts
+
+    def table_digests(self) -> dict[str, tuple[int, str]]:
+        """Return (rows, digest) of memories, events and links: equal digests mean equal contents."""
+        return {t: self._digest(f"SELECT * FROM {t}", []) for t in self._ARCHIVED}
+
+    def _reload_index(self) -> None:
+        # The in-process index has no delete; after a purge or restore it is rebuilt from the file.
+        self.index = VectorIndex(self.dim)
+        self._load_index()
+        self._fts_dirty = True
+
+    # ----------------------------------------------------------------- portability (mnemo.portable)
+    def dump(self, user: str | None = None, *, batch_size: int = 1000) -> Iterable[tuple[str, list]]:
+        """Yield ("turns", [Turn]), ("memories", [(MemoryRecord, vector)]), ("events", ...), ("links", ...) batches.
+
+        One read transaction on its own cursor: a consistent snapshot that neither waits
+        for writers nor holds more than one batch. Orders are total, so equal stores dump
+        equal streams. With `user`, events and links are those touching the user's memories.
+        """
+        mine, params = ("user_id = ?", [user]) if user is not None else ("TRUE", [])
+        owned = f"IN (SELECT id FROM memories WHERE {mine})" if user is not None else "IS NOT NULL"
+        cur = self.con.cursor()
+        try:
+            cur.execute("BEGIN TRANSACTION")
+            cur.execute(f"SELECT id, user_id, text, ts, session, agent, role, meta FROM turns WHERE {mine} "
+                        "ORDER BY ts, id", params)
+            while rows := cur.fetchmany(batch_size):
+                yield "turns", [_turn(r) for r in rows]
+            reader = cur.execute(f"SELECT {', '.join(_SQL_COLS)}, embedding FROM memories WHERE {mine} "
+                                 "ORDER BY created_at, id", params).to_arrow_reader(batch_size)
+            for batch in reader:
+                cols = [batch.column(k).to_pylist() for k in range(len(_SQL_COLS))]
+                vecs = batch.column(len(_SQL_COLS)).flatten().to_numpy().reshape(-1, self.dim)
+                yield "memories", [(_record(row), vecs[k]) for k, row in enumerate(zip(*cols, strict=True))]
+            cur.execute("SELECT id, memory_id, ts, action, status_from, status_to, reason, evidence, other_id "
+                        f"FROM events WHERE memory_id {owned} ORDER BY ts, id", params)
+            while rows := cur.fetchmany(batch_size):
+                yield "events", [self._event_of(r) for r in rows]
+            cur.execute(f"SELECT src, dst, kind, ts FROM links WHERE src {owned} OR dst {owned} "
+                        "ORDER BY ts, src, dst, kind", params * 2)
+            while rows := cur.fetchmany(batch_size):
+                yield "links", [Link(r[0], r[1], r[2], _aware(r[3])) for r in rows]
+        finally:
+            cur.close()
+
+    def review(self, user: str | None = None, *, batch_size: int = 500) -> Iterable[list[tuple[MemoryRecord, list[Event]]]]:
+        """Yield batches of (memory, its events) ordered by user, status (active first), kind and age."""
+        mine, params = ("user_id = ?", [user]) if user is not None else ("TRUE", [])
+        cols = ", ".join(f"m.{c}" for c in _SQL_COLS)
+        # One query with the events aggregated per memory: a second query would need a second cursor,
+        # which is a second snapshot.
+        sql = (f"SELECT {cols}, (SELECT list((e.id, e.memory_id, e.ts, e.action, e.status_from, e.status_to, "
+               "e.reason, e.evidence, e.other_id) ORDER BY e.ts, e.id) FROM events e WHERE e.memory_id = m.id) "
+               f"FROM memories m WHERE {mine} ORDER BY m.user_id, CASE m.status WHEN 'active' THEN 0 "
+               "WHEN 'superseded' THEN 1 WHEN 'forgotten' THEN 2 WHEN 'decayed' THEN 3 ELSE 4 END, "
+               "m.kind, m.created_at, m.id")
+        cur = self.con.cursor()
+        try:
+            cur.execute(sql, params)
+            while rows := cur.fetchmany(batch_size):
+                yield [(_record(r[:-1]), [self._event_of(e) for e in r[-1] or ()]) for r in rows]
+        finally:
+            cur.close()
+
+    @staticmethod
+    def _event_of(r: tuple) -> Event:
+        return Event(r[0], r[1], _aware(r[2]), r[3], r[4], r[5], r[6], json.loads(r[7] or "{}"), r[8])
+
+    def existing(self, table: str, ids: Sequence[str]) -> set[str]:
+        """Return which of `ids` are already in `table` ("turns", "memories" or "events"): imports refuse clashes."""
+        if table not in ("turns", "memories", "events"):
+            raise InvalidInput(f"existing() checks turns, memories or events, not {table!r}")
+        if not ids:
+            return set()
+        rows = self.con.execute(f"SELECT DISTINCT id FROM {table} WHERE id IN (SELECT unnest(?))", [list(ids)])
+        return {r[0] for r in rows.fetchall()}
+
+    def existing_links(self, links: Sequence[Link]) -> set[tuple[str, str, str, datetime | None]]:
+        """Return the (src, dst, kind, at) of `links` already stored, with `at` as aware UTC."""
+        if not links:
+            return set()
+        rows = self.con.execute("SELECT src, dst, kind, ts FROM links WHERE src IN (SELECT unnest(?))",
+                                [list({lk.src for lk in links})]).fetchall()
+        return {(r[0], r[1], r[2], _aware(r[3])) for r in rows}
+
+    @property
+    def fts_stale(self) -> bool:
+        """True when writes since the last BM25 rebuild left the full-text index behind."""
+        return self._fts_dirty and not self.read_only
+
+    def refresh_fts(self) -> bool:
+        """Rebuild the BM25 index now if it is stale; return whether it did (once, however many threads ask)."""
+        with self._lock:
+            if not self.fts_stale:
+                return False
+            self._ensure_fts()
+            return True
+
+    def insert_turns(self, turns: Sequence[Turn]) -> None:
+        """Insert many turns in one statement (imports); callers hold a transaction."""
+        self._append("turns", turns)
+
+    def _append(self, table: str, rows: Sequence[Turn] | Sequence[Event] | Sequence[Link]) -> None:
+        """Append turns, events or links in one Arrow statement: executemany manages ~1k rows/s."""
+        self._writable()
+        if not rows:
+            return
+        get = {
+            "turns": lambda t: (t.id, t.user, t.session, t.agent, t.role, _text(t.text, "turn text"), _naive(t.at),
+                                json.dumps(t.meta, default=str)),
+            "events": lambda e: (e.id, e.memory_id, _naive(e.at), e.action, e.status_from, e.status_to, e.reason,
+                                 json.dumps(e.evidence, default=str), e.other_id),
+            "links": lambda lk: (lk.src, lk.dst, lk.kind, _naive(lk.at)),
+        }
+        if table not in get:
+            raise InvalidInput(f"_append() writes turns, events or links, not {table!r}")
+        names = [r[0] for r in self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+            [table]).fetchall()]
+        values = list(zip(*map(get[table], rows), strict=True))
+        batch = pa.table({n: pa.array(v, type=pa.timestamp("us") if n == "ts" else pa.string())  # noqa: F841
+                          for n, v in zip(names, values, strict=True)})
+        with self._lock:
+            self.con.execute(f"INSERT INTO {table} SELECT * FROM batch")
+
+    def set_importance(self, memory_id: str, importance: float) -> None:
+        """Set one memory's importance (approved consolidation); callers write the event in the same transaction."""
+        self._writable()
+        if self.con.execute("SELECT count(*) FROM memories WHERE id = ?", [memory_id]).fetchone()[0] == 0:
+            raise NotFound(f"no memory with id {memory_id!r}")
+        self.con.execute("UPDATE memories SET importance = ? WHERE id = ?",
+                         [min(1.0, max(0.0, float(importance))), memory_id])
 
 
 def _connect(path: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
