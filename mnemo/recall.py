@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
+
 from . import decay
 from .clock import utc
 from .config import DecayConfig, RecallConfig
@@ -41,7 +43,7 @@ _STOPWORDS = frozenset(
     "which why how of in on at to for from by with about into over and or but if then than so my your "
     "his her their our its i you he she we they it me us them that this these those there here have has "
     "had can could would should will shall may might must not no any some much many tell know remember "
-    "recall please again ever still just also".split()
+    "recall please again ever still just also user".split()
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -241,21 +243,50 @@ def pack(scored: Sequence[Scored], budget_tokens: int, cfg: RecallConfig,
     return packed, list(trace.values())
 
 
-def coverage(query: str, text: str) -> float:
+def resolve_self(query: str, names: Sequence[str]) -> str:
+    """Return `query` with the user's own names replaced by "the user", as memory texts say it.
+
+    Extraction writes first-person facts about "the user"; a question that names the
+    user ("Where does Alice live?") would otherwise match the memory holding the name
+    rather than the one holding the answer.
+    """
+    for name in sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True):
+        pattern = re.compile(rf"\b{re.escape(name)}(?=\W|$)", re.IGNORECASE)
+        query = pattern.sub("the user", query)
+    return query
+
+
+def query_vector(embedder: Any, query: str, names: Sequence[str]) -> np.ndarray:
+    """Return the dense query vector: the query as asked, blended with its "the user" form.
+
+    Memories written by extraction say "the user", imported ones may use the name;
+    the normalised sum of both embeddings serves either in one search.
+    """
+    resolved = resolve_self(query, names)
+    if resolved == query:
+        return embedder.embed([query])[0]
+    both = embedder.embed([query, resolved])
+    return both.sum(axis=0) / max(float(np.linalg.norm(both.sum(axis=0))), 1e-12)
+
+
+def coverage(query: str, text: str, names: Sequence[str] = ()) -> float:
     """Return the share of the query's content words found in `text`, in [0, 1].
 
     Words are lower-cased, stop words and single letters dropped, a plural "s"
     stripped and the rest cut to four letters (crude prefix stemming: "lives",
-    "lived" and "live" meet). A query with no content word covers nothing.
+    "lived" and "live" meet). The user's own names count as stop words, like
+    "user": every memory of the user is about them, so naming them is no evidence.
+    A query with no content word covers nothing.
     """
-    wanted = _terms(query)
-    return len(wanted & _terms(text)) / len(wanted) if wanted else 0.0
+    skip = frozenset(w for n in names for w in _WORD.findall(n.casefold()))
+    wanted = _terms(query, skip)
+    return len(wanted & _terms(text, skip)) / len(wanted) if wanted else 0.0
 
 
-def _terms(text: str) -> set[str]:
+def _terms(text: str, skip: frozenset[str] = frozenset()) -> set[str]:
     out = set()
     for word in _WORD.findall(text.casefold()):
-        if word in _STOPWORDS or (len(word) < 2 and not word.isdigit()):
+        if word in _STOPWORDS or word in skip or (len(word) < 2 and not word.isdigit()):
             continue
         if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
             word = word[:-1]
@@ -354,7 +385,8 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     if budget < 0:
         raise InvalidInput(f"budget_tokens must be >= 0, got {budget}")
     w = cfg.lexical_weight
-    dense = store.search_dense(embedder.embed([query])[0], cfg.candidates, user=user, filters=filters)
+    names = [user, *store.self_names(user)]
+    dense = store.search_dense(query_vector(embedder, query, names), cfg.candidates, user=user, filters=filters)
     lexical = store.search_lexical(query, cfg.candidates, user=user, filters=filters) if w > 0 else []
     fused = fuse(dense, lexical, cfg)
     wanted = ([m for m, _ in dense] if w < 1 else []) + [m for m, _ in lexical]
@@ -363,7 +395,7 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     pins = [m for m in store.pinned(user, filters) if m.user == user]
     for m in candidates + pins:
         if m.id in fused:
-            fused[m.id]["coverage"] = coverage(query, m.text)
+            fused[m.id]["coverage"] = coverage(query, m.text, names)
 
     everyone = list({m.id: m for m in candidates + pins}.values())
     counts = dict(zip([m.id for m in everyone], count_many([m.text for m in everyone]), strict=True))

@@ -380,6 +380,13 @@ class Store:
             return []
         return self._records("user_id = ? AND status = 'active' AND list_contains(?, subject)", [user, subjects])
 
+    def self_names(self, user: str) -> list[str]:
+        """Return the names the user goes by, from their active name memories."""
+        rows = self.con.execute(
+            "SELECT DISTINCT value FROM memories WHERE user_id = ? AND status = 'active' AND subject = 'user' "
+            "AND attribute = 'name' AND value IS NOT NULL", [user]).fetchall()
+        return [r[0] for r in rows]
+
     def pinned(self, user: str, filters: dict[str, Any] | None = None) -> list[MemoryRecord]:
         where, params = _where(user, filters, active_only=True)
         return self._records(where + " AND pinned", params)
@@ -390,7 +397,7 @@ class Store:
     def events(self, memory_id: str) -> list[Event]:
         rows = self.con.execute(
             "SELECT id, memory_id, ts, action, status_from, status_to, reason, evidence, other_id "
-            "FROM events WHERE memory_id = ? OR other_id = ? ORDER BY ts, id", [memory_id, memory_id]
+            "FROM events WHERE memory_id = ? OR other_id = ? ORDER BY ts, rowid", [memory_id, memory_id]
         ).fetchall()
         return [Event(r[0], r[1], _aware(r[2]), r[3], r[4], r[5], r[6], json.loads(r[7] or "{}"), r[8]) for r in rows]
 
@@ -414,7 +421,7 @@ class Store:
         """Return the last `limit` turns of a user's session, oldest first."""
         rows = self.con.execute(
             "SELECT id, user_id, text, ts, session, agent, role, meta FROM turns WHERE user_id = ? "
-            "AND session IS NOT DISTINCT FROM ? ORDER BY ts DESC, id DESC LIMIT ?", [user, session, limit]
+            "AND session IS NOT DISTINCT FROM ? ORDER BY ts DESC, rowid DESC LIMIT ?", [user, session, limit]
         ).fetchall()
         return [_turn(r) for r in reversed(rows)]
 
