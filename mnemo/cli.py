@@ -20,6 +20,10 @@ app = typer.Typer(help="mnemo: long-term memory for LLM agents that forgets corr
                   no_args_is_help=True, pretty_exceptions_enable=False)
 data_app = typer.Typer(help="Benchmark data: download the public originals.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
+# `mnemo serve mcp` and `mnemo serve http` both hang off this group.
+serve_app = typer.Typer(help="Serve the memory over a protocol: MCP (stdio or streamable HTTP) or HTTP.",
+                        no_args_is_help=True)
+app.add_typer(serve_app, name="serve")
 console = Console()
 
 STORE = typer.Option("mnemo.duckdb", "--store", "-s", help="Store file (':memory:' for a throwaway store).")
@@ -188,6 +192,49 @@ def demo(store: str = typer.Option(None, "--store", "-s", help="Keep the demo st
     run_demo(path, embedder=embedder, console=console)
 
 
+@app.command("simulate")
+def simulate_cmd(seed: int = typer.Option(0, help="Seed: fixes personas, schedules, trivia and queries."),
+                 personas: int = typer.Option(3, help="Synthetic users sharing one store."),
+                 days: int = typer.Option(365, help="Length of the simulated clock in days."),
+                 session_every: float = typer.Option(7.0, help="Days between sessions."),
+                 queries: int = typer.Option(2, help="Recalls per persona per session."),
+                 trivia: int = typer.Option(2, help="Low-importance crumbs per persona per session."),
+                 budget: int = typer.Option(256, help="Token budget of every recall."),
+                 half_life: float = typer.Option(None, help="Episodic half-life in days (default from the recipe)."),
+                 threshold: float = typer.Option(None, help="Decay threshold (default from the recipe)."),
+                 recipe_name: str = typer.Option("default", "--recipe", help="Config recipe to start from."),
+                 every: float = typer.Option(28.0, help="Show one timeline row per this many days."),
+                 out: Path = typer.Option(None, help="Write the timeline as CSV (or the whole result as .json)."),
+                 as_json: bool = JSON_OUT) -> None:
+    """Play synthetic personas over a simulated year: stale recalls, critical losses, store size, precision."""
+    from .config import Config
+    from .eval.simulate import SimConfig, simulate
+
+    params = {k: v for k, v in (("half_life_episodic_days", half_life), ("threshold", threshold)) if v is not None}
+    sim = SimConfig(seed=seed, personas=personas, days=days, session_every_days=session_every,
+                    queries_per_session=queries, trivia_per_session=trivia, budget_tokens=budget)
+    res = simulate(sim, Config.from_params(recipe_name, **params))
+    if out is not None:
+        if out.suffix == ".json":
+            out.write_text(json.dumps({"summary": res.summary, "timeline": res.timeline, "losses": res.losses,
+                                       "config": res.config}, default=str, indent=1))
+        else:
+            res.to_frame().to_csv(out, index=False)
+    if as_json:
+        _dump({**res.summary, "runtime_s": res.runtime_s, "cpu_s": res.cpu_s})
+        return
+    table = Table(title=f"simulated {days} days, seed {seed} ({res.runtime_s:.1f} s, {res.cpu_s:.1f} s CPU)")
+    cols = ("day", "queries", "hit_rate", "precision", "stale_recalls", "critical_lost", "active", "decayed",
+            "forgotten", "trivia_active")
+    for col in cols:
+        table.add_column(col, justify="right")
+    shown = [r for r in res.timeline if r["day"] % every < 1e-9 or r is res.timeline[-1]]
+    for r in shown:
+        table.add_row(*("" if r[c] is None else f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c]) for c in cols))
+    console.print(table)
+    console.print(res.summary)
+
+
 @data_app.command("download")
 def data_download(name: str = typer.Argument(..., help="locomo | realtalk | beam | mquake_hard | meme | prefeval | longmemeval"),
                   dest: Path = typer.Option(Path("data/external"), help="Folder to write into (then set MNEMO_DATA_DIR).")) -> None:
@@ -196,6 +243,315 @@ def data_download(name: str = typer.Argument(..., help="locomo | realtalk | beam
 
     for path in download(name, dest):
         console.print(str(path))
+
+
+@serve_app.command("mcp")
+def serve_mcp(store: str = STORE, embedder: str = EMBEDDER, llm: str = LLM,
+              transport: str = typer.Option("stdio", help="stdio (for a desktop client) | http (streamable HTTP)."),
+              host: str = typer.Option("127.0.0.1", help="Interface to listen on with --transport http."),
+              port: int = typer.Option(8765, help="Port to listen on with --transport http."),
+              path: str = typer.Option("/mcp", help="URL path of the MCP endpoint with --transport http.")) -> None:
+    """Serve the memory tools over MCP: remember, recall, forget, history, list_memories, audit, assess, export."""
+    from .server.mcp import serve
+
+    serve(store, transport=transport, host=host, port=port, path=path, embedder=embedder, llm=llm)
+
+
+def _load_object(spec: str) -> Any:
+    """Return the object named 'package.module:NAME' (the assessor's tools for `serve http --tools`)."""
+    import importlib
+
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise typer.BadParameter(f"--tools takes 'package.module:NAME', got {spec!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+@serve_app.command("http")
+def serve_http(store_dir: str = typer.Option(None, help="One <tenant>.duckdb per tenant here "
+                                                        "(default: a throwaway in-memory store per tenant)."),
+               keys: Path = typer.Option(None, help="File of API keys, KEY:TENANT a line or a JSON object "
+                                                    "(default: $MNEMO_API_KEYS='KEY:TENANT,...')."),
+               host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+               port: int = typer.Option(8080, help="Port to listen on."),
+               embedder: str = EMBEDDER, llm: str = LLM,
+               recipe_name: str = typer.Option(None, "--recipe", help="Config recipe for every tenant's memory."),
+               max_body_bytes: int = typer.Option(1_048_576, help="Larger request bodies get 413."),
+               quota_calls: int = typer.Option(120, help="Model-calling requests per tenant per window (else 429)."),
+               quota_window: float = typer.Option(60.0, help="Quota window in seconds."),
+               tools: str = typer.Option(None, help="Systems of record for assess, as 'package.module:NAME' "
+                                                    "(default: none, trust from provenance only)."),
+               log_level: str = typer.Option("info", help="uvicorn log level.")) -> None:
+    """Serve the library over HTTP (FastAPI): API keys map to tenants, one store per tenant, quotas, /readyz."""
+    from .server.http import serve
+    from .server.tenants import ServerConfig, load_keys
+
+    if store_dir:
+        Path(store_dir).mkdir(parents=True, exist_ok=True)
+    else:
+        Console(stderr=True).print("[yellow]no --store-dir: every tenant's memories are lost when the server stops"
+                                   "[/yellow]")
+    cfg = ServerConfig(store_dir=store_dir, embedder=embedder, llm=llm, recipe=recipe_name,
+                       max_body_bytes=max_body_bytes, quota_calls=quota_calls, quota_window_s=quota_window)
+    serve(load_keys(keys), cfg, host=host, port=port, tools=_load_object(tools) if tools else None,
+          log_level=log_level)
+
+
+@app.command("export")
+def export_cmd(path: Path = typer.Argument(..., help="File to write."),
+               user: str = typer.Option(None, "--user", "-u", help="Only this user's memories (default: all)."),
+               fmt: str = typer.Option("json", "--format", "-f",
+                                       help="json (JSON Lines with vectors, importable) | markdown (for people)."),
+               store: str = STORE) -> None:
+    """Write the store, tombstones and vectors included, as a lossless JSON export or a Markdown rendering."""
+    with _open(store, read_only=True) as mem:
+        out = mem.export(path, user=user, fmt=fmt)
+    console.print(f"wrote {out}")
+
+
+@app.command("import")
+def import_cmd(path: Path = typer.Argument(..., help="A JSON export written by `mnemo export`."),
+               store: str = STORE,
+               embedder: str = typer.Option(None, "--embedder",
+                                            help="Embedder of a new store (default: the export's; must match)."),
+               on_conflict: str = typer.Option("error", help="error: refuse ids already in the store | "
+                                                             "skip: skip them and say which."),
+               as_json: bool = JSON_OUT) -> None:
+    """Load a JSON export into a store (new or existing) without re-embedding; existing ids are refused or skipped."""
+    from .memory import Memory
+    from .portable import load, open_target
+
+    with open_target(Memory, path, store, embedder=embedder) as mem:
+        rep = load(mem, path, on_conflict=on_conflict)
+    if as_json:
+        _dump(rep)
+        return
+    skipped = {k: len(v) for k, v in rep.skipped.items() if v}
+    console.print(f"imported {rep.added} into {store}" + (f"; skipped existing {skipped}" if skipped else ""))
+
+
+# `mnemo archive` itself archives; restore, list, push and pull hang off the same group.
+archive_app = typer.Typer(help="Cold archive: move old tombstones to an object store, verified first; restore them; "
+                               "push experiment runs.", invoke_without_command=True)
+app.add_typer(archive_app, name="archive")
+ARCHIVE_TO = typer.Option(None, "--to", envvar="MNEMO_ARCHIVE",
+                          help="Object store: a path, file://PATH, oss://BUCKET/PREFIX or s3://BUCKET/PREFIX "
+                               "(default $MNEMO_ARCHIVE; credentials from the environment).")
+ARCHIVE_FROM = typer.Option(None, "--from", envvar="MNEMO_ARCHIVE",
+                            help="Object store to read from (same forms as --to; default $MNEMO_ARCHIVE).")
+
+
+def _objects(url: str | None):
+    from .objectstore import open_store
+
+    if not url:
+        raise typer.BadParameter("name the object store with --to/--from or MNEMO_ARCHIVE")
+    return open_store(url)
+
+
+@archive_app.callback()
+def archive_cmd(ctx: typer.Context, to: str = ARCHIVE_TO,
+                retention_days: float = typer.Option(90.0, help="Archive tombstones older than this many days."),
+                dry_run: bool = typer.Option(False, "--dry-run", help="Count what would be archived; change nothing."),
+                keep_hot: bool = typer.Option(False, help="Write and verify the archive but delete nothing."),
+                store: str = STORE, as_json: bool = JSON_OUT) -> None:
+    """Archive old tombstones as Parquet with a manifest; rows leave the store only after the copy is verified."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from datetime import timedelta
+
+    from .archive import archive
+
+    with _open(store) as mem:
+        rep = archive(mem.store, _objects(to), retention=timedelta(days=retention_days), now=mem.clock.now(),
+                      dry_run=dry_run, keep_hot=keep_hot)
+    if as_json:
+        _dump(rep)
+    elif rep.run_id is None:
+        console.print(f"{sum(rep.months.values())} tombstones older than {rep.cutoff:%Y-%m-%d}"
+                      + (f" would be archived: {rep.months}" if dry_run else ": nothing archived"))
+    else:
+        console.print(f"archived run {rep.run_id}: {rep.rows} -> {rep.manifest_key}; "
+                      + (f"removed from the store: {rep.purged}" if rep.purged else "kept in the store (--keep-hot)"))
+
+
+@archive_app.command("restore")
+def archive_restore(run_id: str = typer.Argument(..., help="The archive run id (see `mnemo archive list`)."),
+                    source: str = ARCHIVE_FROM, store: str = STORE, as_json: bool = JSON_OUT) -> None:
+    """Bring an archive run's memories, vectors, events and links back; refuses ids already in the store."""
+    from .archive import restore
+
+    with _open(store) as mem:
+        rep = restore(mem.store, _objects(source), run_id)
+    _dump(rep) if as_json else console.print(f"restored {rep.rows} from {run_id}. {rep.note}".strip())
+
+
+@archive_app.command("list")
+def archive_list(source: str = ARCHIVE_FROM, as_json: bool = JSON_OUT) -> None:
+    """List the archive runs in an object store, oldest first."""
+    from .archive import list_runs
+
+    runs = list_runs(_objects(source))
+    if as_json:
+        _dump(runs)
+        return
+    table = Table(title="archive runs")
+    for col in ("run_id", "cutoff", "memories", "events", "links", "embedder"):
+        table.add_column(col, overflow="fold")
+    for r in runs:
+        table.add_row(r["run_id"], r["cutoff"], *(str(r["rows"][t]) for t in ("memories", "events", "links")),
+                      r["embedder"])
+    console.print(table)
+
+
+@archive_app.command("push")
+def archive_push(folder: Path = typer.Argument(..., help="A folder, e.g. an experiment run."),
+                 prefix: str = typer.Option(None, help="Key prefix (default experiments/FOLDER_NAME)."),
+                 to: str = ARCHIVE_TO,
+                 dry_run: bool = typer.Option(False, "--dry-run", help="List what would be uploaded; upload nothing.")
+                 ) -> None:
+    """Upload a folder, every file checksummed and read back, then its manifest (re-runs skip what is there)."""
+    from .archive import push_dir
+
+    listing = push_dir(_objects(to), folder, prefix or f"experiments/{folder.name}", dry_run=dry_run)
+    console.print(f"{'would push' if dry_run else 'pushed'} {len(listing['files'])} files, {listing['bytes']:,} bytes")
+
+
+@archive_app.command("pull")
+def archive_pull(prefix: str = typer.Argument(..., help="What `push` wrote, e.g. experiments/r7."),
+                 dest: Path = typer.Argument(..., help="Folder to download into."), source: str = ARCHIVE_FROM) -> None:
+    """Download a pushed folder, checking every file against its manifest."""
+    from .archive import pull_dir
+
+    listing = pull_dir(_objects(source), prefix, dest)
+    console.print(f"pulled {len(listing['files'])} files into {dest}")
+
+
+@app.command("eval")
+def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realtalk | beam | mquake | prefeval"),
+          recipes: list[str] = typer.Option(None, "--recipe", "-r", help="Recipe to run; repeat for several "
+                                            "(default: dense, bm25, hybrid for locomo / realtalk, else default)."),
+          llm: str = typer.Option("offline", "--llm", help="Model mode: offline | live | record:PATH | replay:PATH."),
+          embedder: str = typer.Option(None, "--embedder", help="Embedder (default: minilm; auto for scenarios)."),
+          limit: int = typer.Option(None, "--limit", help="Only the first N scenarios / conversations / chats / "
+                                    "cases / topics."),
+          budgets: str = typer.Option("256,512,1024,2048", help="locomo / realtalk: comma-separated budgets "
+                                      "for budgeted recall ('' to skip it)."),
+          budget: int = typer.Option(None, help="beam / mquake / prefeval: recall budget in tokens "
+                                     "(default 512, 64, 512)."),
+          write: str = typer.Option("structured", help="mquake: how edits are written: structured | text."),
+          inter_turns: int = typer.Option(100, help="prefeval: distractor pairs between preference and question."),
+          form: str = typer.Option("explicit", help="prefeval: explicit | choice | persona."),
+          scenarios: Path = typer.Option(None, help="scenarios: the folder of YAML files (default data/scenarios)."),
+          baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="scenarios: also run the "
+                                         "four baselines."),
+          out: Path = typer.Option(None, "--out", "-o", help="Folder for results.json and rows.parquet "
+                                   "(default experiments/results/eval/BENCHMARK).")) -> None:
+    """Run scenarios or a real benchmark with a recipe and a model mode; print a table, write results.json + Parquet."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .eval.bench import run_eval, summary
+
+    options: dict[str, Any] = {}
+    if benchmark in ("locomo", "realtalk"):
+        options["budgets"] = tuple(int(b) for b in budgets.split(",") if b.strip())
+    elif budget is not None:
+        options["budget"] = budget
+    if benchmark == "mquake":
+        options["write"] = write
+    if benchmark == "prefeval":
+        options.update(inter_turns=inter_turns, form=form)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:
+        task = bar.add_task(benchmark, total=None)
+        aggregates, json_path, parquet_path = run_eval(
+            benchmark, recipes=recipes or None, llm=llm, embedder=embedder, out=out, limit=limit,
+            scenario_dir=scenarios, baselines=baselines,
+            progress=lambda done, total, label: bar.update(task, completed=done, total=total,
+                                                           description=f"{benchmark}: {label}"),
+            **options)
+    header, rows = summary(benchmark, aggregates)
+    table = Table(title=f"mnemo eval {benchmark}")
+    for col in header:
+        table.add_column(col, overflow="fold", no_wrap=col == "group")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"wrote {json_path} and {parquet_path}")
+
+
+RUNS = typer.Option(Path("experiments/runs"), "--runs", help="Folder of the runs: one folder per grid, one per point.")
+WORKERS = typer.Option(None, "--workers", "-w", help="Local processes running points in parallel (default: one per CPU).")
+SCHEDULER = typer.Option(None, "--scheduler", help="Address of a running Dask scheduler (e.g. tcp://HOST:8786) to run "
+                                                   "points on instead of local processes; workers must share the folders.")
+
+
+def _sweep_line(report) -> str:
+    return (f"{report.grid}: {report.count('done')} done, {report.count('skipped')} skipped (finished before), "
+            f"{report.count('error')} failed in {report.runtime_s:.0f} s")
+
+
+@app.command("sweep")
+def sweep_cmd(grid: Path = typer.Argument(..., help="A grid YAML file (see experiments/*.yaml)."),
+              runs: Path = RUNS, workers: int = WORKERS, scheduler: str = SCHEDULER,
+              out: Path = typer.Option(Path("experiments/results.parquet"), "--out", "-o",
+                                       help="Table every finished point is collected into (.parquet or .duckdb)."),
+              collect: bool = typer.Option(True, "--collect/--no-collect", help="Collect the results after the sweep.")
+              ) -> None:
+    """Run every point of a grid headless through papermill (parallel, resumable); failures are recorded, not fatal."""
+    from .sweeps import collect as collect_runs
+    from .sweeps import sweep
+
+    report = sweep(grid, runs, workers=workers, scheduler=scheduler)
+    console.print(_sweep_line(report))
+    for p in report.failed:
+        console.print(f"  [red]failed[/red] {p['folder']}: {p.get('error', '')} (see error.txt)")
+    if collect and report.count("done") + report.count("skipped"):
+        path, rows = collect_runs(runs, out)
+        console.print(f"collected {rows} rows into {path}")
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@app.command("collect")
+def collect_cmd(runs: Path = typer.Argument(Path("experiments/runs"), help="Folder of the runs to read."),
+                out: Path = typer.Option(Path("experiments/results.parquet"), "--out", "-o",
+                                         help="Output table: a .parquet file, or a .duckdb file (table 'results')."),
+                grid: str = typer.Option(None, "--grid", help="Only this grid's runs (default: every grid).")) -> None:
+    """Read every finished point's results.json into one table (one read-only DuckDB query)."""
+    from .sweeps import collect, failures
+
+    path, rows = collect(runs, out, grid=grid)
+    console.print(f"collected {rows} rows into {path}")
+    failed = failures(runs, grid)
+    if failed:
+        console.print(f"[yellow]{len(failed)} failed points are not in the table:[/yellow] "
+                      + ", ".join(f"{f['grid']}/{f['point']}" for f in failed))
+
+
+@app.command("run")
+def run_cmd(experiments: Path = typer.Option(Path("experiments"), "--experiments",
+                                             help="Folder of the grids; runs, results and figures go under it."),
+            grids: list[str] = typer.Option(None, "--grid", "-g", help="Grid file to run, in order; repeat for "
+                                            "several (default: quickstart, threshold_grid, decay_grid, calibration, "
+                                            "report)."),
+            workers: int = WORKERS, scheduler: str = SCHEDULER) -> None:
+    """The main job: run the default sweeps and the benchmark report headless, collect one results table."""
+    from .sweeps import MAIN_GRIDS, run_main
+
+    summary = run_main(experiments, grids or MAIN_GRIDS, workers=workers, scheduler=scheduler)
+    table = Table(title=f"mnemo run: {summary['runtime_s'] / 60:.1f} min")
+    for col in ("grid", "done", "skipped", "failed", "seconds"):
+        table.add_column(col)
+    for name, g in summary["grids"].items():
+        table.add_row(name, str(g["done"]), str(g["skipped"]), str(g["error"]), f"{g['runtime_s']:.0f}")
+    console.print(table)
+    console.print(f"results table: {summary['table']} ({summary['rows']} rows); executed notebooks and figures under "
+                  f"{experiments / 'runs'}")
+    for p in summary["failed"]:
+        console.print(f"  [red]failed[/red] {p['folder']}: {p.get('error', '')} (see error.txt)")
+    if summary["failed"]:
+        raise typer.Exit(1)
 
 
 def main() -> None:
@@ -212,3 +568,7 @@ def main() -> None:
     except MnemoError as exc:
         Console(stderr=True).print(f"[red]error:[/red] {exc}")
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -261,15 +261,12 @@ class Store:
                        active=np.array([r.status == "active" for r in records]))
 
     def insert_events(self, events: Iterable[Event]) -> None:
-        rows = [[e.id, e.memory_id, _naive(e.at), e.action, e.status_from, e.status_to, e.reason,
-                 json.dumps(e.evidence, default=str), e.other_id] for e in events]
-        if rows:
-            self.con.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        """Append events in one Arrow statement."""
+        self._append("events", list(events))
 
     def insert_links(self, links: Iterable[Link]) -> None:
-        rows = [[lk.src, lk.dst, lk.kind, _naive(lk.at)] for lk in links]
-        if rows:
-            self.con.executemany("INSERT INTO links VALUES (?, ?, ?, ?)", rows)
+        """Append links in one Arrow statement."""
+        self._append("links", list(links))
 
     def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
                    successor: str | None = None) -> str:
@@ -463,6 +460,9 @@ class Store:
         if not self._fts_dirty:
             return
         with self._lock:
+            # Checked again under the lock: two readers that both saw it stale must not both rebuild.
+            if not self._fts_dirty:
+                return
             # Digits are kept (the default ignore pattern drops them) so record ids like IC-MC-44 match.
             self.con.execute(
                 "PRAGMA create_fts_index('memories', 'id', 'text', overwrite=1, ignore='(\\.|[^a-z0-9])+')"
@@ -603,7 +603,9 @@ class Store:
 
         One read transaction on its own cursor: a consistent snapshot that neither waits
         for writers nor holds more than one batch. Orders are total, so equal stores dump
-        equal streams. With `user`, events and links are those touching the user's memories.
+        equal streams; turns and events keep insertion order within a timestamp (as history
+        does), so an import replays them in the same order. With `user`, events and links are
+        those touching the user's memories.
         """
         mine, params = ("user_id = ?", [user]) if user is not None else ("TRUE", [])
         owned = f"IN (SELECT id FROM memories WHERE {mine})" if user is not None else "IS NOT NULL"
@@ -611,7 +613,7 @@ class Store:
         try:
             cur.execute("BEGIN TRANSACTION")
             cur.execute(f"SELECT id, user_id, text, ts, session, agent, role, meta FROM turns WHERE {mine} "
-                        "ORDER BY ts, id", params)
+                        "ORDER BY ts, rowid", params)
             while rows := cur.fetchmany(batch_size):
                 yield "turns", [_turn(r) for r in rows]
             reader = cur.execute(f"SELECT {', '.join(_SQL_COLS)}, embedding FROM memories WHERE {mine} "
@@ -621,7 +623,7 @@ class Store:
                 vecs = batch.column(len(_SQL_COLS)).flatten().to_numpy().reshape(-1, self.dim)
                 yield "memories", [(_record(row), vecs[k]) for k, row in enumerate(zip(*cols, strict=True))]
             cur.execute("SELECT id, memory_id, ts, action, status_from, status_to, reason, evidence, other_id "
-                        f"FROM events WHERE memory_id {owned} ORDER BY ts, id", params)
+                        f"FROM events WHERE memory_id {owned} ORDER BY ts, rowid", params)
             while rows := cur.fetchmany(batch_size):
                 yield "events", [self._event_of(r) for r in rows]
             cur.execute(f"SELECT src, dst, kind, ts FROM links WHERE src {owned} OR dst {owned} "
@@ -638,7 +640,7 @@ class Store:
         # One query with the events aggregated per memory: a second query would need a second cursor,
         # which is a second snapshot.
         sql = (f"SELECT {cols}, (SELECT list((e.id, e.memory_id, e.ts, e.action, e.status_from, e.status_to, "
-               "e.reason, e.evidence, e.other_id) ORDER BY e.ts, e.id) FROM events e WHERE e.memory_id = m.id) "
+               "e.reason, e.evidence, e.other_id) ORDER BY e.ts, e.rowid) FROM events e WHERE e.memory_id = m.id) "
                f"FROM memories m WHERE {mine} ORDER BY m.user_id, CASE m.status WHEN 'active' THEN 0 "
                "WHEN 'superseded' THEN 1 WHEN 'forgotten' THEN 2 WHEN 'decayed' THEN 3 ELSE 4 END, "
                "m.kind, m.created_at, m.id")
@@ -703,7 +705,8 @@ class Store:
         if table not in get:
             raise InvalidInput(f"_append() writes turns, events or links, not {table!r}")
         names = [r[0] for r in self.con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND table_schema = 'main' "
+            "ORDER BY ordinal_position",
             [table]).fetchall()]
         values = list(zip(*map(get[table], rows), strict=True))
         batch = pa.table({n: pa.array(v, type=pa.timestamp("us") if n == "ts" else pa.string())  # noqa: F841

@@ -1,0 +1,161 @@
+"""Bounded load run of the HTTP service on loopback: sustained recalls and writes, then no lost writes.
+
+    python benchmarks/load_http.py --seconds 10 --threads 8            # starts its own server on 127.0.0.1
+    python benchmarks/load_http.py --url http://127.0.0.1:8080 --key KEY --seconds 10
+
+K client threads each loop for N seconds, choosing a write (POST /v1/memories with
+a distinct fact) or a recall (POST /v1/recall) at random; every request is timed.
+Afterwards every write the server acknowledged (200 with a memory id) is read back
+with GET /v1/memories/{id}: a missing one, or one with other text, is a lost write.
+Prints throughput, p50/p95/p99 latency per operation and the lost-write count as
+JSON. Without --url the script starts `mnemo serve http` in a child process (its
+own GIL, tenant store in a temporary directory); the test suite calls `run()`
+against a server in its own process instead. Traffic goes to the loopback address
+only, and the run stops by itself after N seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+
+import httpx
+import numpy as np
+
+WORDS = ("amber basalt cedar delta ember fjord garnet harbor indigo juniper kelp lumen mortar nickel onyx "
+         "pewter quartz russet sienna topaz umber velvet walnut xenon yarrow zinc").split()
+
+
+def _fact(rng: random.Random, thread: int, k: int) -> dict:
+    """Return a distinct structured fact, so reconciliation adds it rather than merging it with another."""
+    words = " ".join(rng.sample(WORDS, 4))
+    return {"text": f"Crate {thread}-{k} holds {words}", "user": f"load-{thread % 2}", "subject": f"crate-{thread}-{k}",
+            "attribute": "contents", "value": words, "kind": "semantic", "category": "fact"}
+
+
+def _client(base_url: str, key: str, thread: int, deadline: float, write_share: float, out: dict) -> None:
+    rng = random.Random(thread)
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as c:
+        k = 0
+        while time.monotonic() < deadline:
+            write = rng.random() < write_share
+            start = time.perf_counter()
+            try:
+                if write:
+                    res = c.post("/v1/memories", json=_fact(rng, thread, k))
+                    k += 1
+                else:
+                    res = c.post("/v1/recall", json={"query": f"what does crate {thread}-{rng.randrange(k + 1)} hold",
+                                                     "user": f"load-{thread % 2}", "budget_tokens": 128})
+            except httpx.HTTPError as exc:
+                out["errors"].append(f"{type(exc).__name__}: {exc}")
+                continue
+            elapsed = time.perf_counter() - start
+            if res.status_code != 200:
+                out["errors"].append(f"{res.status_code}: {res.text[:200]}")
+                continue
+            out["write_s" if write else "recall_s"].append(elapsed)
+            if write:
+                body = res.json()
+                out["acked"].append((body["id"], body["text"]))
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0}
+    p50, p95, p99 = np.percentile(np.asarray(values) * 1000, [50, 95, 99])
+    return {"p50_ms": round(float(p50), 1), "p95_ms": round(float(p95), 1), "p99_ms": round(float(p99), 1)}
+
+
+def run(base_url: str, key: str, *, seconds: float = 10.0, threads: int = 8, write_share: float = 0.3) -> dict:
+    """Run the load for `seconds` with `threads` clients, then read back every acknowledged write; return figures."""
+    out: dict = {"errors": [], "write_s": [], "recall_s": [], "acked": []}
+    deadline = time.monotonic() + seconds
+    started = time.monotonic()
+    # list.append is atomic under the GIL, so the threads share `out` without a lock.
+    workers = [threading.Thread(target=_client, args=(base_url, key, t, deadline, write_share, out))
+               for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    wall = time.monotonic() - started
+    lost = []
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as c:
+        for mid, text in out["acked"]:
+            res = c.get(f"/v1/memories/{mid}")
+            if res.status_code != 200 or res.json()["text"] != text:
+                lost.append(mid)
+    done = len(out["write_s"]) + len(out["recall_s"])
+    return {
+        "seconds": round(wall, 2), "threads": threads, "requests": done,
+        "throughput_rps": round(done / wall, 1), "writes": len(out["write_s"]), "recalls": len(out["recall_s"]),
+        "write": _percentiles(out["write_s"]), "recall": _percentiles(out["recall_s"]),
+        "all": _percentiles(out["write_s"] + out["recall_s"]),
+        "errors": len(out["errors"]), "error_samples": out["errors"][:5],
+        "acknowledged_writes": len(out["acked"]), "lost_writes": len(lost),
+    }
+
+
+@contextmanager
+def _server(key: str, store_dir: str) -> Iterator[str]:
+    """Run `mnemo serve http` in a child process on a free loopback port; yield its URL, stop it after."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cmd = [sys.executable, "-c", "from mnemo.cli import main; main()", "serve", "http", "--store-dir", store_dir,
+           "--embedder", "hash", "--port", str(port), "--quota-calls", str(10**9), "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, env={**os.environ, "MNEMO_API_KEYS": f"{key}:load"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not become ready: {' '.join(cmd)}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="an already running service (default: start one in this process)")
+    parser.add_argument("--key", help="API key for --url")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long the load runs")
+    parser.add_argument("--threads", type=int, default=8, help="concurrent client threads")
+    parser.add_argument("--write-share", type=float, default=0.3, help="share of requests that are writes")
+    parser.add_argument("--store-dir", help="tenant stores here (default: a temporary directory)")
+    args = parser.parse_args(argv)
+    if args.url and not args.key:
+        parser.error("--url needs --key")
+    if args.url:
+        key, ctx = args.key, nullcontext(args.url)
+    else:
+        key = secrets.token_urlsafe(24)
+        ctx = _server(key, args.store_dir or tempfile.mkdtemp(prefix="mnemo-load-"))
+    with ctx as base:
+        result = run(base, key, seconds=args.seconds, threads=args.threads, write_share=args.write_share)
+    print(json.dumps(result, indent=2))
+    return 1 if result["errors"] or result["lost_writes"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""Tenants of the HTTP service: API keys, one store per tenant, its locks, quotas and the request size limit.
+
+Tenant model: the server maps each API key to a tenant (`load_keys`, the one place
+that reads MNEMO_API_KEYS), and every tenant gets its own store: the DuckDB file
+`<store_dir>/<tenant>.duckdb` (or its own ":memory:" database). Memory ids, users,
+turns and exports of one tenant live in another file than any other tenant's, so
+no route can reach across, whatever id or user a client sends. Inside a tenant,
+`user` is the library's free-form namespace, as in `Memory.remember(user=...)`.
+
+Concurrency: DuckDB has one writer per database, and one connection must not be
+used by two threads at once. Each tenant has one `Memory` whose connection only
+writers use, and a readers-writer lock: writes (remember, add, forget, assess with
+tools) take it exclusively and so run one at a time; reads (recall, list, history,
+audit, export) share it, each on its thread's own DuckDB cursor through a
+`StoreView` that shares the vector index and locks of the tenant's store. Readers
+never see a half-applied write (the writer holds the lock until it commits).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import hmac
+import json
+import os
+import re
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import HTTPException
+from fastapi.responses import JSONResponse
+
+from ..errors import ConfigError, MnemoError
+from ..store import Store
+
+TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MIN_KEY_CHARS = 16
+
+
+class QuotaExceeded(MnemoError):
+    """A tenant used up its model-calling quota for the current window."""
+
+    def __init__(self, message: str, retry_after: float):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    store_dir: str | None = None  # one <tenant>.duckdb per tenant here; None = a ":memory:" store per tenant
+    embedder: str | None = None  # embedder spec for new stores (existing stores keep theirs); None = auto
+    llm: str | None = None  # offline | live | record:PATH | replay:PATH (None: MNEMO_LLM, else offline)
+    recipe: str | None = None  # named config recipe for every tenant's Memory
+    max_body_bytes: int = 1_048_576  # larger request bodies get 413
+    quota_calls: int = 120  # model-calling requests per tenant per window (remember, add, answer, assess, forget by query)
+    quota_window_s: float = 60.0  # length of the sliding quota window, in seconds
+    ready_cache_s: float = 30.0  # how long a successful live-model readiness probe is trusted
+
+
+def parse_keys(text: str) -> dict[str, str]:
+    """Return {key: tenant} from "key1:tenantA,key2:tenantB" (commas or newlines; '#' starts a comment)."""
+    keys: dict[str, str] = {}
+    for raw in re.split(r"[,\n]", text):
+        item = raw.split("#", 1)[0].strip()
+        if not item:
+            continue
+        key, sep, tenant = item.rpartition(":")
+        if not sep or not key.strip():
+            raise ConfigError(f"API key entry {item[:4]}... has no tenant; write it as KEY:TENANT")
+        keys[key.strip()] = tenant.strip()
+    return keys
+
+
+def load_keys(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return the server's {API key: tenant}: from a file (JSON object or KEY:TENANT lines), else MNEMO_API_KEYS.
+
+    This is the only place the service reads its keys; each tenant name must be a
+    plain file name and each key at least MIN_KEY_CHARS characters.
+    """
+    if path is not None:
+        text = Path(path).read_text()
+        keys = json.loads(text) if text.lstrip().startswith("{") else parse_keys(text)
+    else:
+        keys = parse_keys((os.environ if env is None else env).get("MNEMO_API_KEYS", ""))
+    if not keys:
+        raise ConfigError("no API keys configured; set MNEMO_API_KEYS='KEY:TENANT,...' or pass --keys FILE")
+    for key, tenant in keys.items():
+        if not isinstance(tenant, str) or not TENANT_NAME.match(tenant):
+            raise ConfigError(f"tenant name {tenant!r} must be 1-64 letters, digits, '_', '.' or '-'")
+        if len(key) < MIN_KEY_CHARS or any(c.isspace() for c in key):
+            raise ConfigError(f"API key for tenant {tenant!r} is shorter than {MIN_KEY_CHARS} characters "
+                              "or contains spaces; use a long random key (python -c 'import secrets; "
+                              "print(secrets.token_urlsafe(24))')")
+    return dict(keys)
+
+
+class RWLock:
+    """Many readers or one writer; a waiting writer holds back new readers so writes are never starved."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._waiting = 0
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writer and not self._waiting)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            self._cond.wait_for(lambda: not self._writer and not self._readers)
+            self._waiting -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
+class StoreView(Store):
+    """A tenant's store seen through one DuckDB cursor: Store's queries run on the cursor, state is shared.
+
+    Attribute reads and writes other than `con` go to the base store, so the vector
+    index, the fts staleness flag and the store's lock stay one per store.
+    """
+
+    def __init__(self, base: Store, con: Any):  # noqa: D107 - no Store.__init__: nothing is opened here
+        object.__setattr__(self, "_base", base)
+        object.__setattr__(self, "con", con)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_base"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(object.__getattribute__(self, "_base"), name, value)
+
+
+class Tenant:
+    """One tenant's Memory with its readers-writer lock and per-thread reader views."""
+
+    def __init__(self, name: str, mem: Any):
+        self.name = name
+        self.mem = mem
+        self.lock = RWLock()
+        self._local = threading.local()
+        self._cursor_lock = threading.Lock()
+        self._cursors: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def view(self) -> Any:
+        """Return a copy of the Memory whose store runs on a fresh cursor (for one thread or one stream)."""
+        # cursor() reads the shared connection object, so two threads must not call it at once.
+        with self._cursor_lock:
+            con = self.mem.store.con.cursor()
+            # Per-thread cursors live as long as the tenant; an export's goes when its stream ends.
+            self._cursors.add(con)
+        view = copy.copy(self.mem)
+        view.store = StoreView(self.mem.store, con)
+        return view
+
+    @contextmanager
+    def reading(self) -> Iterator[Any]:
+        """Yield this thread's reader Memory while holding the shared lock."""
+        if self.mem.store.fts_stale:
+            # Rebuild BM25 once, between writes and reads, rather than in every reader that notices it is stale.
+            with self.lock.write():
+                self.mem.store.refresh_fts()
+        with self.lock.read():
+            reader = getattr(self._local, "mem", None)
+            if reader is None:
+                reader = self._local.mem = self.view()
+            yield reader
+
+    @contextmanager
+    def writing(self) -> Iterator[Any]:
+        """Yield the tenant's Memory while holding the exclusive lock: writes run one at a time."""
+        with self.lock.write():
+            yield self.mem
+
+    def close(self) -> None:
+        """Close every reader cursor, then the store (a file store is released for other processes)."""
+        with self.lock.write():
+            for con in list(self._cursors):
+                con.close()
+            self.mem.close()
+
+
+class Quota:
+    """A sliding window of model-calling requests per tenant."""
+
+    def __init__(self, calls: int, window_s: float, clock: Any = time.monotonic):
+        self.calls, self.window_s, self._clock = calls, window_s, clock
+        self._seen: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def charge(self, tenant: str) -> None:
+        """Count one call for `tenant`, or raise QuotaExceeded with when to retry."""
+        now = self._clock()
+        with self._lock:
+            seen = self._seen.setdefault(tenant, deque())
+            while seen and seen[0] <= now - self.window_s:
+                seen.popleft()
+            if len(seen) >= self.calls:
+                wait = max(0.0, seen[0] + self.window_s - now) if seen else self.window_s
+                raise QuotaExceeded(f"quota of {self.calls} model-calling requests per {self.window_s:g}s used up "
+                                    f"for this tenant; retry in {wait:.0f}s", retry_after=wait)
+            seen.append(now)
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for request bodies over `max_bytes`, declared or streamed."""
+
+    def __init__(self, app: Any, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    def _refusal(self) -> HTTPException:
+        return HTTPException(413, f"request body is larger than the server's limit of {self.max_bytes:,} bytes; "
+                                  "send less text per request (split long input into several turns)")
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            exc = self._refusal()
+            await JSONResponse({"detail": exc.detail}, status_code=413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            # A chunked body has no length up front: count it as it arrives. FastAPI turns this into the 413.
+            if seen > self.max_bytes:
+                raise self._refusal()
+            return message
+
+        await self.app(scope, limited, send)
+
+
+class Tenants:
+    """The API keys, the tenants they map to, and each tenant's store, opened on first use."""
+
+    def __init__(self, keys: Mapping[str, str], cfg: ServerConfig, opener: Any = None):
+        # Keys are kept only as sha256 digests, so a dump of the process does not hold them in clear.
+        self._by_digest = {_digest(k): t for k, t in keys.items()}
+        self.names = sorted(set(keys.values()))
+        self.cfg = cfg
+        self.quota = Quota(cfg.quota_calls, cfg.quota_window_s)
+        self._open: dict[str, Tenant] = {}
+        self._lock = threading.Lock()
+        self._opener = opener
+
+    def for_key(self, key: str) -> Tenant | None:
+        """Return the tenant of an API key (None for an unknown key)."""
+        digest = _digest(key)
+        name = next((t for d, t in self._by_digest.items() if hmac.compare_digest(d, digest)), None)
+        return None if name is None else self.get(name)
+
+    def get(self, name: str) -> Tenant:
+        """Return the open tenant `name`, opening its store the first time."""
+        with self._lock:
+            if name not in self._open:
+                self._open[name] = Tenant(name, self._open_memory(name))
+            return self._open[name]
+
+    def _open_memory(self, name: str) -> Any:
+        from ..memory import Memory
+        from ..portable import embedder_spec
+
+        if self._opener is not None:
+            return self._opener(name)
+        path = ":memory:" if self.cfg.store_dir is None else str(Path(self.cfg.store_dir) / f"{name}.duckdb")
+        recorded = Store.recorded_embedder(path)
+        # An existing store is opened with the embedder it was written with.
+        embedder = embedder_spec(recorded) if recorded else self.cfg.embedder
+        return Memory.open(path, embedder=embedder, llm=self.cfg.llm, config=self.cfg.recipe)
+
+    def close(self) -> None:
+        with self._lock:
+            for tenant in self._open.values():
+                tenant.close()
+            self._open.clear()
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
