@@ -1,17 +1,22 @@
-"""The set-based decay pass in SQL agrees with `decay.salience`, and the TTL review really forgets."""
+"""The set-based decay pass in SQL agrees with `decay.salience`, and the TTL review really forgets.
+
+Every test runs on both store backends (DuckDB and PostgreSQL, see conftest.py): each
+has its own SQL port of the formula, and both must equal the Python reference.
+"""
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mnemo.config import DecayConfig
 from mnemo.decay import decay, review_expired, review_offline, salience
 from mnemo.model import MemoryRecord
-from mnemo.store import Store, new_id
+from mnemo.store import new_id
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 DIM = 4
@@ -28,11 +33,15 @@ records = st.builds(
 )
 
 
-@settings(max_examples=25, deadline=None)
+_examples = itertools.count()
+
+
+# The fixture only hands out stores; each example opens a fresh one, so sharing it across examples is safe.
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(records, min_size=1, max_size=30))
-def test_sql_salience_equals_python_salience(recs):
+def test_sql_salience_equals_python_salience(backend, recs):
     cfg = DecayConfig(threshold=2.0)  # everything non-exempt is under 2, so the dry run reports every salience
-    store = Store(":memory:", embedder="t", dim=DIM)
+    store = backend.open(f"h{next(_examples)}", embedder="t", dim=DIM)
     with store.transaction():
         store.insert_memories(recs, np.ones((len(recs), DIM), np.float32))
     got = dict(store.decay_pass(T0, cfg, dry_run=True))
@@ -45,7 +54,7 @@ def test_sql_salience_equals_python_salience(recs):
     store.close()
 
 
-def test_decay_pass_tombstones_with_reason_and_salience_and_syncs_the_index():
+def test_decay_pass_tombstones_with_reason_and_salience_and_syncs_the_index(backend):
     cfg = DecayConfig()
     crumb = MemoryRecord(id=new_id(), user="u", text="had a sandwich", kind="episodic", category="event",
                          importance=0.3, created_at=T0, valid_from=T0)
@@ -53,7 +62,7 @@ def test_decay_pass_tombstones_with_reason_and_salience_and_syncs_the_index():
                         importance=0.9, created_at=T0, valid_from=T0)
     pinned = MemoryRecord(id=new_id(), user="u", text="allergic to nuts", kind="episodic", category="event",
                           importance=0.3, pinned=True, created_at=T0, valid_from=T0)
-    store = Store(":memory:", embedder="t", dim=DIM)
+    store = backend.open("d", embedder="t", dim=DIM)
     with store.transaction():
         store.insert_memories([crumb, name, pinned], np.eye(3, DIM, dtype=np.float32))
     assert decay(store, T0 + timedelta(days=21), cfg) == []  # survives three weeks
@@ -71,14 +80,14 @@ def test_decay_pass_tombstones_with_reason_and_salience_and_syncs_the_index():
     assert {m.id for m in store.memories("u")} == {name.id, pinned.id}
 
 
-def test_review_of_expired_memories_forgets_and_keeps_with_reasons():
+def test_review_of_expired_memories_forgets_and_keeps_with_reasons(backend):
     cfg = DecayConfig()
     expires = T0 + timedelta(hours=24)
     trivia = MemoryRecord(id=new_id(), user="u", text="it rained", kind="episodic", category="event",
                           importance=0.1, created_at=T0, valid_from=T0, expires_at=expires)
     used = MemoryRecord(id=new_id(), user="u", text="parked on level 3", kind="episodic", category="event",
                         importance=0.1, access_count=2, created_at=T0, valid_from=T0, expires_at=expires)
-    store = Store(":memory:", embedder="t", dim=DIM)
+    store = backend.open("r", embedder="t", dim=DIM)
     with store.transaction():
         store.insert_memories([trivia, used], np.eye(2, DIM, dtype=np.float32))
     assert review_expired(store, T0 + timedelta(hours=1), cfg) == []  # nothing expired yet

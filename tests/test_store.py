@@ -1,4 +1,9 @@
-"""The DuckDB store: schema, durability, locking, bad input, search and index sync."""
+"""The store contract on both backends: schema, durability, bad input, search and index sync.
+
+Tests taking `backend` run against DuckDB and PostgreSQL + pgvector (see conftest.py).
+Tests marked `duckdb_only` are about DuckDB itself (its file lock, its in-process index,
+its lazily rebuilt fts index); `postgres_only` ones are their PostgreSQL counterparts.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -16,6 +22,7 @@ import pytest
 from mnemo.errors import EmbedderMismatch, InvalidInput, NotFound, StoreLocked
 from mnemo.model import Event, Link, MemoryRecord, Turn
 from mnemo.store import SCHEMA_VERSION, Store, new_id
+from mnemo.store_pg import store_class
 
 DIM = 8
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -31,10 +38,13 @@ def rec(text: str, user: str = "alice", **kw) -> MemoryRecord:
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "s.duckdb", embedder="test", dim=DIM)
-    yield s
-    s.close()
+def store(backend):
+    return backend.open("s", embedder="test", dim=DIM)
+
+
+def _opener(loc: str) -> str:
+    """Return Python source that opens the store at `loc` in a child process, whichever the backend."""
+    return f"from mnemo.store_pg import store_class\nLOC = {loc!r}\nStoreClass = store_class(LOC)\n"
 
 
 def test_new_store_records_schema_and_embedder(store):
@@ -59,31 +69,33 @@ def test_unknown_id_is_not_found(store):
         store.get("m-nope")
 
 
-def test_store_written_in_one_process_is_read_whole_by_a_fresh_one(tmp_path):
-    path = tmp_path / "a.duckdb"
-    s = Store(path, embedder="test", dim=DIM)
+def test_store_written_in_one_process_is_read_whole_by_a_fresh_one(backend):
+    path = backend.location("a")
+    s = backend.open("a", embedder="test", dim=DIM)
     records = [rec(f"memory {i}") for i in range(50)]
     with s.transaction():
         s.insert_memories(records, vecs(50))
     s.close()
-    code = textwrap.dedent(f"""
-        from mnemo.store import Store
-        s = Store({str(path)!r}, embedder="test", dim={DIM}, read_only=True)
-        print(len(s.memories("alice")), len(s.index))
+    # The second number is what dense search can reach: the in-process index on DuckDB, pgvector on PostgreSQL.
+    code = _opener(path) + textwrap.dedent(f"""
+        import numpy as np
+        s = StoreClass(LOC, embedder="test", dim={DIM}, read_only=True)
+        reach = len(s.index) if hasattr(s, "index") else len(s.search_dense(np.ones({DIM}), 100, user="alice"))
+        print(len(s.memories("alice")), reach)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["50", "50"]
 
 
-def test_killed_process_leaves_a_batch_all_or_nothing(tmp_path):
-    path = tmp_path / "k.duckdb"
-    Store(path, embedder="test", dim=DIM).close()
+def test_killed_process_leaves_a_batch_all_or_nothing(backend):
+    path = backend.location("k")
+    backend.open("k", embedder="test", dim=DIM).close()
     # The child writes batches in transactions forever and is killed at a random point.
-    code = textwrap.dedent(f"""
+    code = _opener(path) + textwrap.dedent(f"""
         import numpy as np, sys
-        from mnemo.store import Store, new_id
+        from mnemo.store import new_id
         from mnemo.model import MemoryRecord
-        s = Store({str(path)!r}, embedder="test", dim={DIM})
+        s = StoreClass(LOC, embedder="test", dim={DIM})
         b = 0
         while True:
             recs = [MemoryRecord(id=new_id(), user="u", text=f"b{{b}} r{{i}}", meta={{"batch": b}}) for i in range(500)]
@@ -98,14 +110,16 @@ def test_killed_process_leaves_a_batch_all_or_nothing(tmp_path):
     time.sleep(0.3)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    s = Store(path, embedder="test", dim=DIM)
-    counts = s.con.execute("SELECT json_extract_string(meta, '$.batch') b, count(*) FROM memories GROUP BY b").fetchall()
+    s = backend.open("k", embedder="test", dim=DIM)
+    counts = sorted(Counter(m.meta["batch"] for m in s.memories("u")).items())
     assert counts, "at least one batch committed before the kill"
     assert all(n == 500 for _, n in counts), counts
-    s.close()
 
 
+@pytest.mark.duckdb_only
 def test_second_writer_process_gets_a_clear_error(tmp_path):
+    # DuckDB allows one writer process per file; PostgreSQL's counterpart is
+    # test_many_writer_processes_at_once_on_postgres below.
     path = tmp_path / "l.duckdb"
     s = Store(path, embedder="test", dim=DIM)
     code = f"from mnemo.store import Store\nStore({str(path)!r}, embedder='test', dim={DIM})"
@@ -115,13 +129,13 @@ def test_second_writer_process_gets_a_clear_error(tmp_path):
     s.close()
 
 
-def test_many_reader_processes_are_fine(tmp_path):
-    path = tmp_path / "r.duckdb"
-    s = Store(path, embedder="test", dim=DIM)
+def test_many_reader_processes_are_fine(backend):
+    path = backend.location("r")
+    s = backend.open("r", embedder="test", dim=DIM)
     with s.transaction():
         s.insert_memories([rec("hello")], vecs(1))
     s.close()
-    code = f"from mnemo.store import Store\nimport time\ns = Store({str(path)!r}, embedder='test', dim={DIM}, read_only=True)\ntime.sleep(1)\nprint(len(s.memories()))"
+    code = _opener(path) + f"import time\ns = StoreClass(LOC, embedder='test', dim={DIM}, read_only=True)\ntime.sleep(1)\nprint(len(s.memories()))"
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(3)]
     assert [p.communicate()[0].strip() for p in procs] == ["1", "1", "1"]
 
@@ -130,14 +144,14 @@ def test_in_process_lock_error_type(tmp_path):
     assert issubclass(StoreLocked, Exception)
 
 
-def test_other_embedder_is_refused(tmp_path):
-    path = tmp_path / "e.duckdb"
-    Store(path, embedder="test", dim=DIM).close()
+def test_other_embedder_is_refused(backend):
+    path = backend.location("e")
+    backend.open("e", embedder="test", dim=DIM).close()
     with pytest.raises(EmbedderMismatch, match="written with embedder 'test'"):
-        Store(path, embedder="other", dim=DIM)
+        backend.open("e", embedder="other", dim=DIM)
     with pytest.raises(EmbedderMismatch):
-        Store(path, embedder="test", dim=DIM + 1)
-    assert Store.recorded_embedder(path) == "test"
+        backend.open("e", embedder="test", dim=DIM + 1)
+    assert store_class(path).recorded_embedder(path) == "test"
 
 
 @pytest.mark.parametrize("text", [
@@ -156,12 +170,14 @@ def test_odd_text_is_stored_verbatim(store, text):
 
 
 @pytest.mark.parametrize("text, match", [("nul\x00byte", "NUL"), ("lone \ud800 surrogate", "Unicode")])
-def test_unstorable_text_is_refused_and_nothing_is_written(store, text, match):
+def test_unstorable_text_is_refused_and_nothing_is_written(backend, store, text, match):
     with pytest.raises(InvalidInput, match=match):
         with store.transaction():
             store.insert_memories([rec("fine"), rec(text)], vecs(2))
     assert store.stats()["memories"] == 0
-    assert len(store.index) == 0
+    assert store.search_dense(vecs(1)[0], 5, user="alice") == []
+    if backend.name == "duckdb":
+        assert len(store.index) == 0
 
 
 def test_wrong_vector_dimension_is_refused(store):
@@ -171,12 +187,14 @@ def test_wrong_vector_dimension_is_refused(store):
         store.search_dense(np.ones(DIM + 2), 3, user="alice")
 
 
-def test_rolled_back_transaction_leaves_index_and_table_in_step(store):
+def test_rolled_back_transaction_leaves_index_and_table_in_step(backend, store):
     with pytest.raises(RuntimeError):
         with store.transaction():
             store.insert_memories([rec("will vanish")], vecs(1))
             raise RuntimeError("boom")
-    assert store.stats()["memories"] == 0 and len(store.index) == 0
+    assert store.stats()["memories"] == 0 and store.search_dense(vecs(1)[0], 5, user="alice") == []
+    if backend.name == "duckdb":
+        assert len(store.index) == 0
 
 
 def test_dense_search_is_exact_and_scoped_to_user_and_active(store):
@@ -196,7 +214,7 @@ def test_dense_search_is_exact_and_scoped_to_user_and_active(store):
     assert store.search_dense(q, 5, user="nobody") == []
 
 
-def test_lexical_search_sees_rows_added_after_the_index_was_built(store):
+def test_lexical_search_sees_rows_added_after_the_index_was_built(backend, store):
     with store.transaction():
         store.insert_memories([rec("The lead time for IC-MC-44 is 21 days")], vecs(1))
     assert store.search_lexical("lead time IC-MC-44", 5, user="alice")
@@ -205,7 +223,9 @@ def test_lexical_search_sees_rows_added_after_the_index_was_built(store):
         store.insert_memories([r2], vecs(1, seed=2))
     hits = store.search_lexical("S-208", 5, user="alice")
     assert [h[0] for h in hits] == [r2.id]
-    assert store.fts_rebuilds == 2
+    if backend.name == "duckdb":
+        # DuckDB's fts index does not follow inserts and is rebuilt lazily; PostgreSQL's GIN index follows them.
+        assert store.fts_rebuilds == 2
 
 
 def test_lexical_search_respects_filters(store):
@@ -244,3 +264,179 @@ def test_turns_events_links_and_touch(store):
     store.touch([b.id], T0 + timedelta(days=1))
     got = store.get(b.id)
     assert (got.access_count, got.last_accessed) == (1, T0 + timedelta(days=1))
+
+
+def test_memory_open_picks_the_backend_from_the_path(backend):
+    from mnemo.memory import Memory
+
+    path = backend.location("mem")
+    with Memory.open(path, embedder="hash", llm="offline") as mem:
+        kept = mem.add("The lead time for IC-MC-44 is 21 days", user="ops", subject="IC-MC-44",
+                       attribute="lead_time", value="21 days")
+        assert type(mem.store).__name__ == ("PgStore" if backend.name == "postgres" else "Store")
+        assert mem.recall("lead time of IC-MC-44", user="ops").ids == [kept.id]
+    # Reopened with no embedder named, the store's own one is used.
+    with Memory.open(path, llm="offline") as mem:
+        assert store_class(path).recorded_embedder(path) == mem.embedder.name
+        assert mem.get(kept.id).text.startswith("The lead time")
+    with pytest.raises(InvalidInput, match="does not match"):
+        Memory.open(path, backend="duckdb" if backend.name == "postgres" else "postgres")
+
+
+@pytest.mark.postgres_only
+def test_many_writer_processes_at_once_on_postgres(pg_backend):
+    path = pg_backend.location("w")
+    pg_backend.open("w", embedder="test", dim=DIM).close()
+    # Four processes start writing at the same instant: turns, memory batches with a tombstone and its event.
+    start = time.time() + 3
+    code = _opener(path) + textwrap.dedent(f"""
+        import sys, time
+        import numpy as np
+        from datetime import datetime, timezone
+        from mnemo.config import DecayConfig
+        from mnemo.model import Event, MemoryRecord, Turn
+        from mnemo.store import new_id
+        who = sys.argv[1]
+        s = StoreClass(LOC, embedder="test", dim={DIM})
+        now = datetime.now(timezone.utc)
+        time.sleep(max(0.0, {start} - time.time()))
+        for b in range(10):
+            recs = [MemoryRecord(id=new_id(), user=who, text=f"{{who}} batch {{b}} row {{i}}", meta={{"batch": b}})
+                    for i in range(50)]
+            s.insert_turn(Turn(id=new_id("t"), user=who, text=f"turn {{b}}", at=now))
+            with s.transaction():
+                s.insert_memories(recs, np.random.default_rng(b).normal(size=(50, {DIM})).astype(np.float32))
+                s.set_status(recs[0].id, "forgotten", reason="test", at=now)
+                s.insert_events([Event(new_id("e"), recs[0].id, now, "forgotten", "active", "forgotten", "test")])
+        s.decay_pass(now, DecayConfig())
+        print("done")
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code, f"w{k}"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for k in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err[-2000:] for _, err in outs]
+    s = pg_backend.open("w", embedder="test", dim=DIM)
+    stats = s.stats()
+    assert (stats["memories"], stats["users"], stats["turns"], stats["events"]) == (2000, 4, 40, 40)
+    assert stats["by_status"] == {"active": 1960, "forgotten": 40}
+    for k in range(4):
+        assert sorted(Counter(m.meta["batch"] for m in s.memories(f"w{k}")).values()) == [49] * 10
+        assert len(s.search_dense(vecs(1)[0], 1000, user=f"w{k}")) == 490
+
+
+@pytest.mark.postgres_only
+def test_a_second_store_sees_another_writers_rows_at_once_on_postgres(pg_backend):
+    # No in-process mirror: a write through one store is searchable through another straight away.
+    a = pg_backend.open("x", embedder="test", dim=DIM)
+    b = pg_backend.open("x", embedder="test", dim=DIM)
+    r = rec("deploy checklist for friday")
+    with a.transaction():
+        a.insert_memories([r], vecs(1))
+    assert [h[0] for h in b.search_dense(vecs(1)[0], 3, user="alice")] == [r.id]
+    assert [h[0] for h in b.search_lexical("friday deploy", 3, user="alice")] == [r.id]
+    a.set_status(r.id, "forgotten", reason="test", at=T0)
+    assert b.search_dense(vecs(1)[0], 3, user="alice") == []
+
+
+@pytest.mark.postgres_only
+def test_hnsw_index_serves_filtered_search_on_postgres(pg_backend):
+    v = vecs(300, seed=3)
+    records = [rec(f"m{i}", user="alice" if i % 10 == 0 else "bob") for i in range(300)]
+    s = pg_backend.open("h", embedder="test", dim=DIM)
+    with s.transaction():
+        s.insert_memories(records, v)
+    s.close()
+    # Opening a store of at least hnsw_min_rows memories builds the index; filtered search still fills k.
+    s = pg_backend.open("h", embedder="test", dim=DIM, hnsw_min_rows=0)
+    assert s._hnsw
+    hits = s.search_dense(v[0], 10, user="alice")
+    alice = [i for i in range(300) if i % 10 == 0]
+    brute = sorted(alice, key=lambda i: -float(v[i] @ v[0]))[:10]
+    assert len(hits) == 10 and hits[0][0] == records[0].id
+    assert len({h[0] for h in hits} & {records[i].id for i in brute}) >= 8
+
+
+def test_export_round_trips_between_backends(backend, tmp_path):
+    from mnemo.memory import Memory
+
+    t1 = T0 + timedelta(days=1)
+    turns = [Turn("t-1", "ålice", "I moved to Lisbon 🏖\u2028 from Berlin", T0, session="s\n1", meta={"k": [1, 2.5]}),
+             Turn("t-2", "bob", "no session", t1)]
+    old = MemoryRecord("m-old", "ålice", "Lives in Berlin", subject="user", attribute="city", value="Berlin",
+                       created_at=T0, status="superseded", status_reason="moved", status_at=t1,
+                       successor_id="m-new", meta={"src": "chat", "n": {"deep": [None, True]}})
+    new = MemoryRecord("m-new", "ålice", "Lives in Lisbon", subject="user", attribute="city", value="Lisbon",
+                       references=("m-old",), created_at=t1, turn_id="t-1")
+    undated = MemoryRecord("m-undated", "bob", "Likes tea", kind="episodic", category="preference")
+    events = [Event("e-1", "m-old", t1, "superseded", "active", "superseded", "moved", {"score": 0.93}, "m-new")]
+    links = [Link("m-new", "m-old", "supersedes", t1), Link("m-new", "m-old", "because", None)]
+    with Memory.open(":memory:", embedder="hash:16", llm="offline") as duck:
+        with duck.store.transaction():
+            duck.store.insert_turns(turns)
+            duck.store.insert_memories([old, new, undated], np.random.default_rng(0).normal(size=(3, 16)))
+            duck.store.insert_events(events)
+            duck.store.insert_links(links)
+        duck.export(tmp_path / "duck.json")
+        duck.export(tmp_path / "duck.md", fmt="markdown")
+    # Into this backend's store and out again: the same bytes, so dump and review agree with DuckDB's.
+    with Memory.import_(tmp_path / "duck.json", backend.location("port"), embedder="hash:16", llm="offline") as mem:
+        assert mem.get("m-old") == old and mem.get("m-undated") == undated
+        assert mem.history("m-old") == events and mem.store.links(["m-new"]) == links
+        assert mem.store.recent_turns("bob", None, 5) == [turns[1]]
+        assert mem.store.existing("memories", ["m-new", "m-nope"]) == {"m-new"}
+        assert mem.store.existing_links(links) == {(lk.src, lk.dst, lk.kind, lk.at) for lk in links}
+        mem.export(tmp_path / "back.json")
+        mem.export(tmp_path / "back.md", fmt="markdown")
+        mem.store.set_importance("m-new", 1.7)
+        assert mem.get("m-new").importance == 1.0
+        with pytest.raises(NotFound):
+            mem.store.set_importance("m-nope", 0.5)
+    assert (tmp_path / "back.json").read_bytes() == (tmp_path / "duck.json").read_bytes()
+    assert (tmp_path / "back.md").read_bytes() == (tmp_path / "duck.md").read_bytes()
+
+
+def test_lexical_search_ranks_memories_with_more_query_terms_first(store):
+    # What both backends promise about lexical ranking (DuckDB's BM25, PostgreSQL's ts_rank_cd): order, not scores.
+    one = rec("the supplier changed on monday")
+    three = rec("supplier lead time for valves grew")
+    none = rec("lunch was pasta")
+    with store.transaction():
+        store.insert_memories([one, three, none], vecs(3))
+    hits = store.search_lexical("valves supplier lead time", 5, user="alice")
+    assert [h[0] for h in hits] == [three.id, one.id]
+    assert hits[0][1] > hits[1][1] > 0
+    assert store.search_lexical("the and of", 5, user="alice") == []  # stop words alone match nothing
+
+
+@pytest.mark.postgres_only
+def test_a_duplicate_memory_id_is_refused_on_postgres(pg_backend):
+    # Memory ids are a primary key on PostgreSQL; DuckDB keeps no key (bulk speed) and imports check clashes first.
+    store = pg_backend.open("dup", embedder="test", dim=DIM)
+    r = rec("once")
+    store.insert_memories([r], vecs(1))
+    with pytest.raises(InvalidInput, match="already exists"):
+        with store.transaction():
+            store.insert_memories([rec("fine"), r], vecs(2))
+    assert store.stats()["memories"] == 1
+
+
+def test_history_keeps_insertion_order_within_a_timestamp(store):
+    # A simulated clock stamps a whole write with one instant: order then comes from insertion, not from ids.
+    a = rec("dog named Rex")
+    with store.transaction():
+        store.insert_memories([a], vecs(1))
+        store.insert_events([Event("e-z", a.id, T0, "created", None, "active")])
+    store.insert_events([Event("e-m", a.id, T0, "forgotten", "active", "forgotten")])
+    store.insert_events([Event("e-a", a.id, T0, "restored", "forgotten", "active")])
+    assert [e.action for e in store.events(a.id)] == ["created", "forgotten", "restored"]
+    for tid in ("t-z", "t-a"):
+        store.insert_turn(Turn(id=tid, user="alice", text=tid, at=T0, session="s"))
+    assert [t.id for t in store.recent_turns("alice", "s", 5)] == ["t-z", "t-a"]
+
+
+def test_postgres_store_offers_every_public_method_of_the_duckdb_store():
+    # The store contract is Store's public surface: a method added there needs its PostgreSQL twin in store_pg.
+    from mnemo.store_pg import PgStore
+
+    public = {n for n in dir(Store) if not n.startswith("_")}
+    assert sorted(public - set(dir(PgStore))) == [], "add these to mnemo/store_pg.py"

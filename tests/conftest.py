@@ -1,0 +1,119 @@
+"""Shared fixtures: the store backends (DuckDB, and PostgreSQL + pgvector when one is reachable).
+
+`backend` is parametrised over ["duckdb", "postgres"], so a store test that takes it
+runs against both. A postgres store lives in its own schema of the database named by
+MNEMO_TEST_PG_DSN (`bash .ci/services.sh start` prints one) and is dropped afterwards.
+Without a reachable server the postgres cases skip locally and FAIL in CI (CI=true):
+CI starts the server itself, so a missing one is a broken build, not a reason to skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mnemo.store_pg import split_dsn, store_class
+
+BACKENDS = ["duckdb", "postgres"]
+_PG_PROBE: dict[str, str | None] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "duckdb_only: about DuckDB itself (file locks, the fts index); no postgres twin")
+    config.addinivalue_line("markers", "postgres_only: about PostgreSQL itself (many writers); needs MNEMO_TEST_PG_DSN")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def _postgres_unavailable() -> str | None:
+    """Return why the test PostgreSQL cannot be used, or None when it answers (probed once a session)."""
+    if "why" not in _PG_PROBE:
+        dsn = os.environ.get("MNEMO_TEST_PG_DSN")
+        if not dsn:
+            why = "MNEMO_TEST_PG_DSN is not set (start one with: bash .ci/services.sh start, then export it)"
+        else:
+            try:
+                import psycopg
+            except ImportError:
+                psycopg = None
+                why = "psycopg is not installed: pip install -e '.[postgres]'"
+            if psycopg is not None:
+                try:
+                    with psycopg.connect(split_dsn(dsn)[0], connect_timeout=5) as con:
+                        con.execute("SELECT 1")
+                    why = None
+                except psycopg.Error as exc:
+                    why = f"PostgreSQL at MNEMO_TEST_PG_DSN is unreachable: {exc}"
+        _PG_PROBE["why"] = why
+    return _PG_PROBE["why"]
+
+
+def require_postgres() -> str:
+    """Return the test DSN, or skip (locally) / fail (in CI) when there is no server."""
+    why = _postgres_unavailable()
+    if why is not None:
+        if _in_ci():
+            pytest.fail(f"postgres store tests cannot run in CI: {why}", pytrace=False)
+        pytest.skip(why)
+    return os.environ["MNEMO_TEST_PG_DSN"]
+
+
+class Backend:
+    """Opens stores of one backend for one test and removes them afterwards."""
+
+    def __init__(self, name: str, tmp_path: Path):
+        self.name = name
+        self.tmp_path = tmp_path
+        self.dsn = require_postgres() if name == "postgres" else None
+        self._tag = uuid.uuid4().hex[:10]
+        self._schemas: list[str] = []
+        self._open: list[Any] = []
+
+    def location(self, name: str = "s") -> str:
+        """Return where store `name` lives: a DuckDB file path, or a DSN naming a fresh schema."""
+        if self.dsn is None:
+            return str(self.tmp_path / f"{name}.duckdb")
+        schema = f"t_{self._tag}_{name}".lower()
+        if schema not in self._schemas:
+            self._schemas.append(schema)
+        return f"{self.dsn}{'&' if '?' in self.dsn else '?'}schema={schema}"
+
+    def open(self, name: str = "s", *, embedder: str = "test", dim: int = 8, **kw: Any) -> Any:
+        """Open (or create) store `name` of this backend; it is closed when the test ends."""
+        loc = self.location(name)
+        store = store_class(loc)(loc, embedder=embedder, dim=dim, **kw)
+        self._open.append(store)
+        return store
+
+    def cleanup(self) -> None:
+        # Closing twice is harmless on both backends, so stores the test closed itself are fine here.
+        for store in self._open:
+            store.close()
+        if self.dsn and self._schemas:
+            import psycopg
+
+            with psycopg.connect(split_dsn(self.dsn)[0], autocommit=True) as con:
+                for schema in self._schemas:
+                    con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path):
+    """A store backend ("duckdb" or "postgres"): `.open(name)` gives a fresh store, `.location(name)` its address."""
+    b = Backend(request.param, tmp_path)
+    yield b
+    b.cleanup()
+
+
+@pytest.fixture
+def pg_backend(tmp_path: Path):
+    """The postgres backend alone, for tests about PostgreSQL itself (many writers)."""
+    b = Backend("postgres", tmp_path)
+    yield b
+    b.cleanup()
