@@ -127,6 +127,10 @@ def test_tenants_cannot_read_or_write_each_other_on_any_route(app, a, b):
                                         for p in ({}, {"fmt": "markdown"}, {"user": "ops"})],
         ("POST", "/v1/answer"): lambda: blind(b.post("/v1/answer", json={"question": "AX-7 lead time?",
                                                                           "user": "ops"})),
+        # The experiments folder is the server's, not a tenant's: nothing of A's may show through it either.
+        ("GET", "/v1/experiments"): lambda: blind(b.get("/v1/experiments")),
+        ("GET", "/v1/experiments/file"): lambda: blind(b.get("/v1/experiments/file",
+                                                              params={"path": "acme.duckdb"})),
     }
     routes = {(m, r.path) for r in _data_routes(app) for m in r.methods}
     missing = routes - set(probes)

@@ -14,6 +14,11 @@ stores open and, with a live model, that the model answers. The OpenAPI schema i
 at /openapi.json. Remember, add, answer, assess and forget-by-query may call the
 model and count against the tenant's quota.
 
+The explorer (GET /explorer, files under /explorer/static) is a page that is only a
+client of these routes: it sends the key the user types in, and shows memories,
+their stories, recall traces, the audit and, with `experiments=DIR`, the results
+of sweeps (GET /v1/experiments and /v1/experiments/file, read-only; see `experiments`).
+
 Tenants (see `tenants`): each API key maps to a tenant and each tenant has its own
 store, so a tenant cannot name another's memories at all. Concurrency: one Memory
 per store; writes are serialised by the tenant's readers-writer lock, reads run
@@ -34,12 +39,14 @@ import time
 from collections.abc import Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .. import errors, portable
@@ -47,8 +54,10 @@ from ..answer import Answer
 from ..assess import Assessment
 from ..audit import AuditReport
 from ..clock import utc
+from ..decay import salience
 from ..errors import InvalidInput, MnemoError
-from ..model import CATEGORIES, KINDS, SOURCES, Event, MemoryRecord, Recall, WriteReport
+from ..model import CATEGORIES, KINDS, SOURCES, Event, Link, MemoryRecord, Recall, WriteReport
+from . import experiments as exp
 from .tenants import BodyLimit, QuotaExceeded, ServerConfig, Tenant, Tenants
 
 log = logging.getLogger(__name__)
@@ -56,7 +65,12 @@ log = logging.getLogger(__name__)
 STATUS = ((errors.NotFound, 404), (QuotaExceeded, 429), (InvalidInput, 422), (errors.ConfigError, 422),
           (errors.EmbedderMismatch, 409), (errors.StoreError, 503), (errors.LLMUnavailable, 503),
           (errors.LLMResponseError, 502), (MnemoError, 500))
-PUBLIC = ("/healthz", "/readyz")
+PUBLIC = ("/healthz", "/readyz", "/explorer")
+EXPLORER = Path(__file__).with_name("explorer")
+# The explorer may run only its own script and style and talk only to this origin, so stored text that
+# ever reached the markup could still not run or send anything elsewhere.
+EXPLORER_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
+                "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 MAX_DEPTH = 32  # nesting allowed in a memory's meta
 
 
@@ -196,11 +210,16 @@ class Forgotten(BaseModel):
 
 class MemoryList(BaseModel):
     memories: list[MemoryRecord]
+    salience: dict[str, float] = Field(default_factory=dict, description="each memory's salience at salience_at "
+                                       "(mnemo.decay.salience), by memory id")
+    salience_at: datetime | None = None
 
 
 class EventList(BaseModel):
     memory_id: str
     events: list[Event]
+    links: list[Link] = Field(default_factory=list, description="supersedes / because / refers_to links to or "
+                              "from the memory")
 
 
 class Assessed(BaseModel):
@@ -254,9 +273,13 @@ def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
 
 # ----------------------------------------------------------------- the app
 def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: Any = None,
-               opener: Any = None) -> FastAPI:
-    """Return the service for `keys` ({API key: tenant}); `tools` are the assessor's systems of record."""
+               opener: Any = None, experiments: str | Path | None = None) -> FastAPI:
+    """Return the service for `keys` ({API key: tenant}); `tools` are the assessor's systems of record.
+
+    `experiments` is a folder of sweep results the explorer may read (every tenant sees it).
+    """
     cfg = cfg or ServerConfig()
+    results_dir = exp.root(experiments) if experiments is not None else None
     tenants = Tenants(keys, cfg, opener=opener)
     app = FastAPI(title="mnemo", version="1", description=__doc__.split("\n\n")[0],
                   lifespan=_lifespan(tenants), responses=ERRORS)
@@ -264,6 +287,14 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
     app.add_exception_handler(MnemoError, _error)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_middleware(BodyLimit, max_bytes=cfg.max_body_bytes)
+    app.mount("/explorer/static", StaticFiles(directory=EXPLORER), name="explorer")
+
+    @app.get("/explorer", include_in_schema=False)
+    def explorer() -> FileResponse:
+        """The explorer page: a client of the /v1 routes, with the key the user gives it."""
+        return FileResponse(EXPLORER / "index.html", media_type="text/html; charset=utf-8", headers={
+            "Content-Security-Policy": EXPLORER_CSP, "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer", "Cache-Control": "no-cache"})
 
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:
@@ -345,7 +376,9 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
                    "session": session, "agent": agent, "subject": subject}
         with tenant.reading() as mem:
             found = mem.store.memories(user, include_inactive=include_inactive, filters=filters, limit=limit)
-            return MemoryList(memories=found)
+            now = mem.clock.now()
+            return MemoryList(memories=found, salience_at=now,
+                              salience={m.id: round(salience(m, now, mem.config.decay), 4) for m in found})
 
     @app.get("/v1/memories/{memory_id}", response_model=MemoryRecord, tags=["read"])
     def get(memory_id: Name, tenant: Caller) -> Any:
@@ -357,7 +390,8 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
     def history(memory_id: Name, tenant: Caller) -> Any:
         """Tell the story of a memory: created, corroborated, superseded, forgotten, restored."""
         with tenant.reading() as mem:
-            return EventList(memory_id=memory_id, events=mem.history(memory_id))
+            events = mem.history(memory_id)
+            return EventList(memory_id=memory_id, events=events, links=mem.store.links([memory_id]))
 
     @app.post("/v1/audit", response_model=AuditReport, tags=["trust"])
     def audit(body: AuditIn, tenant: Caller) -> Any:
@@ -388,7 +422,29 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         return StreamingResponse(_closing(chunks, view), media_type=media,
                                  headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
+    @app.get("/v1/experiments", response_model=exp.Listing, tags=["experiments"])
+    def experiments_listing(tenant: Caller) -> Any:
+        """List the experiments folder's results files (newest first) with their scalar values and figures."""
+        return exp.listing(_experiments(results_dir))
+
+    @app.get("/v1/experiments/file", tags=["experiments"], response_class=FileResponse, responses={200: {
+        "content": {"application/json": {}, "image/png": {}}, "description": "the file, read-only"}})
+    def experiments_file(tenant: Caller, path: Annotated[str, AfterValidator(_storable), Query(
+            min_length=1, max_length=1024, description="relative to the experiments folder")]) -> FileResponse:
+        """Return one results.json or .png file of the experiments folder (nothing outside it, nothing else)."""
+        found = exp.resolve(_experiments(results_dir), path)
+        return FileResponse(found, media_type=exp.media_type(found), headers={
+            "X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'",
+            "Cache-Control": "private, no-cache"})
+
     return app
+
+
+def _experiments(folder: Path | None) -> Path:
+    if folder is None:
+        raise errors.NotFound("this server has no experiments folder; start it with "
+                              "`mnemo serve http --experiments DIR`")
+    return folder
 
 
 def _closing(chunks: Iterator[bytes], view: Any) -> Iterator[bytes]:
@@ -437,8 +493,9 @@ def running(app: FastAPI, host: str = "127.0.0.1", timeout_s: float = 20.0) -> I
 
 
 def serve(keys: dict[str, str], cfg: ServerConfig, *, host: str = "127.0.0.1", port: int = 8080,
-          tools: Any = None, log_level: str = "info") -> None:
+          tools: Any = None, log_level: str = "info", experiments: str | Path | None = None) -> None:
     """Run the service with uvicorn until interrupted (one process: DuckDB has one writer per file)."""
     import uvicorn
 
-    uvicorn.run(create_app(keys, cfg, tools=tools), host=host, port=port, log_level=log_level, workers=1)
+    app = create_app(keys, cfg, tools=tools, experiments=experiments)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)
