@@ -423,8 +423,11 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         shown = {h.id for h in history}
         trace += [TraceEntry(n.id, n.text, n.id in shown, "expansion" if n.id in shown else "budget",
                              {"tokens": float(c)}, f"history: {n.note}") for n, c in zip(notes, costs, strict=True)]
-    if packed:
-        store.touch([p.id for p in packed], now)
+    # Only memories that support the answer are reinforced: filler packed to use the budget must
+    # not be kept alive by being shown (a recall would otherwise reinforce everything it packs).
+    used_ids = [p.id for p in packed if p.id in fused and evidence(fused[p.id]) >= cfg.vague_at]
+    if used_ids:
+        store.touch(used_ids, now)
     provenance = {
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
         "fusion": cfg.fusion, "rerank": "none", "evidence": "dense cosine + query coverage",

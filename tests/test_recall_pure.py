@@ -435,7 +435,10 @@ def test_recall_answers_with_citations_history_and_one_touch():
                                  "job at Acme (not current)")
     assert r.tokens_used <= r.budget_tokens == 64
     assert r.tokens_used == sum(p.tokens for p in r.memories) + sum(h.tokens for h in r.history)
-    assert store.touched == [(r.ids, NOW)]
+    # One batched touch, of the memories that support the answer only (not the pinned instruction or filler).
+    (touched,) = store.touched
+    assert touched[1] == NOW and "lisbon" in touched[0] and "french" not in touched[0]
+    assert set(touched[0]) < set(r.ids)
     assert r.provenance == {"retrievers": ["dense", "bm25"], "fusion": "rrf", "rerank": "none",
                             "evidence": "dense cosine + query coverage", "tokenizer": "words+1"}
     traced = [t.memory_id for t in r.trace]
