@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 run: setup
-	$(BIN)/mnemo demo
+	$(BIN)/mnemo run
 
 demo: setup
 	$(BIN)/mnemo demo

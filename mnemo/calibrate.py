@@ -1,0 +1,472 @@
+"""Calibration: labelled examples for each threshold, fitting with scikit-learn, and the calibrated recipe.
+
+The calibration notebook (notebooks/30_calibration.ipynb) only calls these:
+
+* examples: `play_pairs` (data/pairs through the write path: outcomes, and the cosine and judge
+  score that duplicate_threshold, arbitration_low and supersede_threshold compare),
+  `scenario_examples` / `locomo_examples` (the top recall evidence that certain_at and vague_at
+  cut), `trust_examples` (the pack trust that act_threshold cuts);
+* fitting: `curves` (ROC, PR), `choose_threshold`, `Calibrator` (isotonic, Platt), `reliability`;
+* checking: `pair_metrics`, `evidence_metrics`, `trust_at`; and `write_recipe`.
+
+Every split is fixed by the data (a `split` field, or a stable hash of the conversation or
+scenario name), so fitting never sees the held-out examples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import RECIPE_DIR, Config, recipe
+from .errors import ConfigError
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+PAIRS = DATA / "pairs" / "pairs.jsonl"
+MERGE = frozenset({"duplicate", "corroborate"})
+# Recall runs with both bands at 0 while examples are made, so that nothing abstains and the
+# top evidence of every pack is observable; the bands are then fitted on that evidence.
+OPEN_BANDS = {"certain_at": 0.0, "vague_at": 0.0}
+
+
+def stable_split(key: str, heldout_every: int = 3) -> str:
+    """Return "heldout" for one key in `heldout_every` (by a stable hash of `key`), else "train"."""
+    digest = int(hashlib.sha256(key.encode("utf-8")).hexdigest()[:8], 16)
+    return "heldout" if digest % heldout_every == 0 else "train"
+
+
+def split_rows(rows: Sequence[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+    """Return the rows of one split ("train" or "heldout"), or all rows for "all"."""
+    return [r for r in rows if split == "all" or r["split"] == split]
+
+
+# ----------------------------------------------------------------- pairs (write thresholds)
+def load_pairs(path: str | Path = PAIRS) -> list[dict[str, Any]]:
+    """Return the labelled memory pairs, one JSON object a line (see data/pairs/README.md)."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def play_pairs(pairs: Sequence[dict[str, Any]], config: Config | str | None = None, embedder: Any = "auto",
+               llm: str = "offline") -> list[dict[str, Any]]:
+    """Return one row per pair: what writing the pair did, and the scores its thresholds would compare.
+
+    Each pair is a user of one shared in-memory store: `old` is remembered, then `new` an hour
+    later, through `Memory.remember`; `outcome` is "supersede" when a memory of the first turn
+    was retired, "merge" when the second turn added nothing, else "add". Before the second write,
+    the new text's extracted candidate nearest a stored memory is planned against it with
+    `reconcile.plan_writes` under opened thresholds, to see which threshold decides the pair:
+    `dup_reachable` when only `duplicate_threshold` stands between it and a duplicate (no
+    structural rule or conflict decides first), `judged` when, in the arbitration band, the
+    judge would be asked; `cosine` is their cosine and `judge` the judge's score.
+    """
+    from dataclasses import replace
+
+    from .clock import SimulatedClock
+    from .embed import make_embedder
+    from .extract import extract_offline
+    from .memory import Memory
+    from .reconcile import plan_writes
+
+    emb = make_embedder(embedder)
+    clock = SimulatedClock("2025-01-01")
+    rows = []
+    with Memory.open(":memory:", embedder=emb, llm=llm, clock=clock, config=config) as mem:
+        # Opened thresholds: every conflict-free pair is a duplicate / every band pair is judged, none retired by it.
+        open_dup = replace(mem.config.write, duplicate_threshold=-1.0)
+        open_band = replace(mem.config.write, duplicate_threshold=2.0, arbitration_low=-1.0, supersede_threshold=2.0)
+        for p in pairs:
+            user = f"pair-{p['id']}"
+            first = mem.remember(p["old"], user=user)
+            olds = mem.memories(user)
+            cands = [c for c in extract_offline(p["new"]) if c.command is None]
+            cosine, judge, dup_reachable, judged = 0.0, 0.0, False, False
+            if olds and cands:
+                sims = _cosines(emb.embed([c.text for c in cands]), emb.embed([m.text for m in olds]))
+                i, j = np.unravel_index(int(np.argmax(sims)), sims.shape)
+                cosine, one = float(sims[i, j]), sims[i:i + 1, j:j + 1]
+                dup_reachable = plan_writes([cands[i]], [olds[j]], one, open_dup, mem.judge)[0].op == "duplicate"
+                verdicts = plan_writes([cands[i]], [olds[j]], one, open_band, mem.judge)[0].evidence.get("judge", [])
+                judged = bool(verdicts)
+                judge = max((float(v.get("score", 0.0)) for v in verdicts), default=0.0)
+            clock.advance(hours=1)
+            second = mem.remember(p["new"], user=user)
+            first_ids = {m.id for m in first.added}
+            retired = [m for m in mem.memories(user, include_inactive=True) if m.id in first_ids and not m.active]
+            outcome = "supersede" if retired else ("merge" if not second.added else "add")
+            rows.append({**p, "cosine": round(cosine, 4), "judge": round(judge, 4), "dup_reachable": dup_reachable,
+                         "judged": judged, "outcome": outcome, "stored_old": len(first.added),
+                         "expected": expected_outcome(p["label"])})
+            clock.advance(hours=1)
+    return rows
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    return a @ b.T
+
+
+def expected_outcome(label: str) -> str:
+    """Return the write outcome a pair's label calls for: merge, supersede or add."""
+    return "merge" if label in MERGE else "supersede" if label == "supersede" else "add"
+
+
+def pair_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Return forgetting and merging figures over played pairs (micro-averaged over pairs).
+
+    - forgetting precision: pairs whose old memory was retired that are labelled supersede,
+      over pairs retired (1.0 when none was: nothing was retired wrongly);
+    - forgetting recall: supersede pairs retired, over supersede pairs;
+    - collateral: pairs not labelled supersede whose old memory was retired, over those pairs;
+    - merge precision / recall: the same for "merge" against duplicate + corroborate labels;
+    - lost updates: supersede pairs merged (the new value was dropped), over supersede pairs;
+    - accuracy: outcome equals the expected outcome, over all pairs.
+    """
+    n = len(rows)
+    sup = [r for r in rows if r["label"] == "supersede"]
+    other = [r for r in rows if r["label"] != "supersede"]
+    retired = [r for r in rows if r["outcome"] == "supersede"]
+    merged = [r for r in rows if r["outcome"] == "merge"]
+    merge_gold = [r for r in rows if r["label"] in MERGE]
+
+    def share(k: int, d: int, empty: float = 0.0) -> float:
+        return round(k / d, 4) if d else empty
+
+    return {
+        "pairs": float(n),
+        "forgetting_precision": share(sum(r["label"] == "supersede" for r in retired), len(retired), 1.0),
+        "forgetting_recall": share(sum(r["outcome"] == "supersede" for r in sup), len(sup)),
+        "collateral": share(sum(r["outcome"] == "supersede" for r in other), len(other)),
+        "merge_precision": share(sum(r["label"] in MERGE for r in merged), len(merged), 1.0),
+        "merge_recall": share(sum(r["outcome"] == "merge" for r in merge_gold), len(merge_gold)),
+        "lost_updates": share(sum(r["outcome"] == "merge" for r in sup), len(sup)),
+        "accuracy": share(sum(r["outcome"] == r["expected"] for r in rows), n),
+    }
+
+
+# ----------------------------------------------------------------- recall evidence (confidence bands)
+def top_evidence(recall: Any) -> float:
+    """Return the best evidence among a recall's packed memories: what `certain_at` / `vague_at` cut."""
+    from .recall import evidence
+
+    return max((evidence(p.scores) for p in recall.memories if "dense" in p.scores), default=0.0)
+
+
+def play_scenarios(config: Config | str | None = None, scenarios: Sequence[Any] | None = None,
+                   embedder: Any = "auto", llm: str = "offline", *, examples: bool = False
+                   ) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Return (rows, aggregates) of the scenarios played by mnemo under `config` (`harness.play` + `score`).
+
+    `harness.run_scenarios` takes recipe names; this plays a Config (a sweep point) the same way.
+    With `examples`, rows are instead one per probe that says whether it is answerable (see
+    `scenario_examples`) and the aggregates are empty.
+    """
+    from .embed import make_embedder
+    from .eval import metrics
+    from .eval.harness import MnemoSystem, play, score
+    from .eval.scenarios import load_scenarios
+    from .llm import connect
+
+    emb, client = make_embedder(embedder), connect(llm)
+    cfg = config if isinstance(config, Config) else recipe(config)
+    observations, rows = [], []
+    for s in scenarios if scenarios is not None else load_scenarios():
+        system = MnemoSystem(s, cfg, emb, client)
+        try:
+            observations += play(s, system)
+            for probe in s.probes if examples else ():
+                if probe.should_abstain is None:
+                    continue
+                r = system.mem.recall(probe.question, user=probe.user, budget_tokens=s.budget_tokens)
+                rows.append({"source": "scenarios", "group": s.name, "id": f"{s.name}/{probe.id}",
+                             "kind": "never_said" if probe.should_abstain else "answerable",
+                             "split": stable_split(s.name), "evidence": round(top_evidence(r), 4),
+                             "answerable": int(not probe.should_abstain),
+                             "gold_packed": int(any(metrics.mentions(p.text, probe.expect) for p in r.memories))})
+        finally:
+            system.close()
+    if examples or not observations:
+        return rows, {}
+    scored, aggregates = score(observations)
+    return scored, next(iter(aggregates.values()))
+
+
+def scenario_examples(scenarios: Sequence[Any] | None = None, embedder: Any = "auto",
+                      llm: str = "offline") -> list[dict[str, Any]]:
+    """Return one example per scenario probe that says whether it is answerable (expect or abstain).
+
+    Each scenario is played by the harness under the default recipe with open bands; each
+    probe is then recalled again to read its top evidence. `answerable` is 1 for probes
+    expecting values, 0 for probes that must abstain; `gold_packed` is 1 when a packed memory
+    mentions an expected value. Split by scenario name.
+    """
+    return play_scenarios(Config.from_params("default", **OPEN_BANDS), scenarios, embedder, llm, examples=True)[0]
+
+
+def locomo_examples(limit: int | None = None, embedder: Any = "minilm", budget: int = 512,
+                    questions_per_conversation: int | None = None, foreign: int = 30) -> list[dict[str, Any]]:
+    """Return one example per LoCoMo question: top evidence, and whether the record can answer it.
+
+    Every turn is stored as an episodic memory with its dia_id (as `bench.run_dialog` does),
+    in a store that does not record accesses, so questions stay independent; each question is
+    recalled with `budget` tokens and open bands. `kind` is "answerable" (categories 1-4),
+    "adversarial" (category 5: a premise the conversation never states) or "foreign" (the
+    first `foreign` answerable questions of the next conversation, about people this one never
+    mentions: never said). `gold_packed` is 1 when an evidence turn is packed. Split by
+    conversation; the data's own held-out conversations are never loaded.
+    """
+    from .clock import SimulatedClock, utc
+    from .embed import make_embedder
+    from .eval import datasets
+    from .eval.bench import EPOCH, BenchStore, CachedEmbedder
+    from .llm import connect
+    from .memory import Memory
+
+    rows: list[dict[str, Any]] = []
+    if limit == 0:
+        return rows
+    ds = datasets.load("locomo")
+    emb, client = CachedEmbedder(make_embedder(embedder)), connect("offline")
+    config = Config.from_params("default", **OPEN_BANDS)
+    convs = ds.conversations[:limit] if limit else ds.conversations
+    for ci, conv in enumerate(convs):
+        nxt = ds.conversations[(ci + 1) % len(ds.conversations)].id
+        others = [q for q in ds.questions if q.conversation_id == nxt and q.category != 5][:foreign]
+        times, at = [], EPOCH
+        for s in conv.sessions:
+            # Sessions without a date follow the previous one by a day, as in the benchmark runner.
+            at = utc(s.date_time) if s.date_time else at + timedelta(days=1)
+            times.append(at)
+        clock = SimulatedClock(max(times) + timedelta(days=1))
+        mem = Memory(BenchStore(":memory:", embedder=emb.name, dim=emb.dim), emb, client, clock, config)
+        for s, when in zip(conv.sessions, times, strict=True):
+            mem.add_many([t.document for t in s.turns], user=conv.id, metas=[{"dia_id": t.dia_id} for t in s.turns],
+                         at=when)
+        own = [q for q in ds.questions if q.conversation_id == conv.id][:questions_per_conversation]
+        for q in own + (others if conv.id != nxt else []):
+            r = mem.recall(q.question, user=conv.id, budget_tokens=budget)
+            packed = {p.memory.meta.get("dia_id") for p in r.memories}
+            kind = "foreign" if q.conversation_id != conv.id else "adversarial" if q.category == 5 else "answerable"
+            rows.append({"source": "locomo", "group": conv.id, "id": f"{conv.id}/{q.id}", "kind": kind,
+                         "split": stable_split(conv.id), "category": q.category, "evidence": round(top_evidence(r), 4),
+                         "answerable": int(kind == "answerable"),
+                         "gold_packed": int(kind == "answerable" and bool(packed & set(q.evidence)))})
+        mem.close()
+    return rows
+
+
+def evidence_metrics(rows: Sequence[dict[str, Any]], certain_at: float, vague_at: float) -> dict[str, float]:
+    """Return what the bands do on examples: abstention on never-said, false abstention, certain precision.
+
+    unknown = evidence < vague_at (recall abstains); certain = evidence >= certain_at.
+    - abstention accuracy: never-said questions answered "unknown", over never-said questions;
+    - false abstention: answerable questions answered "unknown", over answerable ones;
+    - certain precision: "certain" packs that hold gold evidence, over "certain" packs;
+    - certain share: "certain" packs over all questions;
+    - unknown_<kind>: the share answered "unknown" per kind of question (answerable, adversarial, ...).
+    """
+    ev = np.array([r["evidence"] for r in rows], dtype=float)
+    ans = np.array([r["answerable"] for r in rows], dtype=bool)
+    gold = np.array([r["gold_packed"] for r in rows], dtype=bool)
+    unknown, certain = ev < vague_at, ev >= certain_at
+
+    def mean(mask: np.ndarray, of: np.ndarray) -> float | None:
+        return round(float(mask[of].mean()), 4) if of.any() else None
+
+    kinds = np.array([r.get("kind", "") for r in rows])
+    return {"n": float(len(rows)), "abstention_accuracy": mean(unknown, ~ans), "false_abstention": mean(unknown, ans),
+            "certain_precision": mean(gold, certain), "certain_share": mean(certain, np.ones(len(rows), bool)),
+            **{f"unknown_{k}": mean(unknown, kinds == k) for k in sorted(set(kinds.tolist()))}}
+
+
+# ----------------------------------------------------------------- trust (act threshold)
+def trust_examples(rows: Sequence[dict[str, Any]] | None = None, path: str | Path | None = None
+                   ) -> list[dict[str, Any]]:
+    """Return the trust set's rows with `act_ok`: 1 when acting is right (safe, or unsafe but re-grounded to gold).
+
+    `rows` defaults to a fresh `trust_eval.run_trust(path)` (default data/trust/cases.jsonl);
+    ladder rungs keep their ladder in `family` and are split like the decisive cases.
+    """
+    from .eval import trust_eval
+
+    rows = rows if rows is not None else trust_eval.run_trust(path or trust_eval.TRUST_CASES)["rows"]
+    out = []
+    for r in rows:
+        fixed = bool(r.get("regrounded") and r.get("agrees_with_gold"))
+        out.append({**r, "act_ok": int(r["label"] == "safe" or fixed), "trust": float(r.get("trust") or 0.0),
+                    "family": (r.get("ladder") or {}).get("name", r.get("family"))})
+    return out
+
+
+def trust_at(rows: Sequence[dict[str, Any]], act_threshold: float) -> dict[str, Any]:
+    """Return `trust_eval.trust_metrics` of the rows with their verdicts re-decided at `act_threshold`.
+
+    Pack trust does not depend on the threshold (only `assess.decide` does), so one run of the
+    trust set serves every threshold; a row whose harness failed stays failed.
+    """
+    from .eval.trust_eval import trust_metrics
+
+    decided = [{**r, "verdict": None if r.get("error") else ("act" if r["trust"] >= act_threshold else "escalate")}
+               for r in rows]
+    return trust_metrics(decided)
+
+
+# ----------------------------------------------------------------- fitting
+def curves(y: Sequence[int], score: Sequence[float]) -> dict[str, Any]:
+    """Return ROC and precision-recall curves with ROC AUC and average precision (scikit-learn)."""
+    from sklearn.metrics import average_precision_score, precision_recall_curve, roc_auc_score, roc_curve
+
+    y_arr, s = np.asarray(y, dtype=int), np.asarray(score, dtype=float)
+    if len(set(y_arr.tolist())) < 2:
+        # Small runs (smoke tests) may hold one class only: the curves are then undefined, not an error.
+        return {**dict.fromkeys(("fpr", "tpr", "roc_thresholds", "precision", "recall", "pr_thresholds"), np.array([])),
+                "auc": None, "average_precision": None, "n": int(len(y_arr)), "positives": int(y_arr.sum())}
+    fpr, tpr, roc_thr = roc_curve(y_arr, s)
+    precision, recall, pr_thr = precision_recall_curve(y_arr, s)
+    return {"fpr": fpr, "tpr": tpr, "roc_thresholds": roc_thr, "precision": precision, "recall": recall,
+            "pr_thresholds": pr_thr, "auc": float(roc_auc_score(y_arr, s)),
+            "average_precision": float(average_precision_score(y_arr, s)), "n": int(len(y_arr)),
+            "positives": int(y_arr.sum())}
+
+
+def operating_point(y: Sequence[int], score: Sequence[float], threshold: float) -> dict[str, float]:
+    """Return precision, recall (TPR), FPR and F1 of "score >= threshold" against labels `y`, with 95% bounds.
+
+    precision_lb and recall_lb are Wilson lower bounds, fpr_ub the Wilson upper bound
+    (`trust_eval.wilson`): what the rule can claim with 95% confidence on this many examples.
+    """
+    from .eval.trust_eval import wilson
+
+    y_arr, s = np.asarray(y, dtype=bool), np.asarray(score, dtype=float)
+    pred = s >= threshold
+    tp, fp = int((pred & y_arr).sum()), int((pred & ~y_arr).sum())
+    pos, neg = int(y_arr.sum()), int((~y_arr).sum())
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / pos if pos else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"threshold": round(float(threshold), 4), "precision": round(precision, 4), "recall": round(recall, 4),
+            "fpr": round(fp / neg, 4) if neg else 0.0, "f1": round(f1, 4), "n": len(y_arr),
+            "precision_lb": (wilson(tp, tp + fp) or [1.0])[0], "recall_lb": (wilson(tp, pos) or [0.0])[0],
+            "fpr_ub": (wilson(fp, neg) or [0.0, 0.0])[1]}
+
+
+def choose_threshold(y: Sequence[int], score: Sequence[float], *, min_precision: float | None = None,
+                     min_recall: float | None = None, max_fpr: float | None = None, bound: bool = False,
+                     fallback: float | None = None) -> dict[str, Any]:
+    """Return the threshold a rule picks on (y, score), with its operating point and whether the rule was met.
+
+    Candidates are the midpoints between consecutive distinct scores (and just under the lowest
+    and above the highest), so a threshold never sits on an observed score. Rules:
+    `min_precision`: the lowest threshold whose precision reaches it (most recall);
+    `min_recall`: the highest threshold whose recall reaches it (fewest false positives);
+    `max_fpr`: the lowest threshold whose false-positive rate stays within it (most recall);
+    none given: the threshold of best F1. With `bound`, the rule must hold for the 95% Wilson
+    bound, not the point estimate: a few lucky examples do not move a threshold. A rule no
+    threshold meets keeps `fallback` (e.g. the default's value) if given, else best F1; met=False.
+    """
+    s = np.unique(np.asarray(score, dtype=float))
+    cands = np.concatenate([[s[0] - 1e-3], (s[:-1] + s[1:]) / 2, [s[-1] + 1e-3]]) if len(s) else np.array([0.5])
+    points = [operating_point(y, score, float(t)) for t in cands]
+    prec, rec, fpr = ("precision_lb", "recall_lb", "fpr_ub") if bound else ("precision", "recall", "fpr")
+    how = " (95% bound)" if bound else ""
+    if min_precision is not None:
+        ok, pick, rule = [p for p in points if p[prec] >= min_precision and p["recall"] > 0], min, \
+            f"precision >= {min_precision}{how}"
+    elif min_recall is not None:
+        ok, pick, rule = [p for p in points if p[rec] >= min_recall], max, f"recall >= {min_recall}{how}"
+    elif max_fpr is not None:
+        ok, pick, rule = [p for p in points if p[fpr] <= max_fpr], min, f"fpr <= {max_fpr}{how}"
+    else:
+        ok, pick, rule = [], min, "best F1"
+    if ok:
+        return {**pick(ok, key=lambda p: p["threshold"]), "rule": rule, "met": True}
+    if rule != "best F1" and fallback is not None:
+        return {**operating_point(y, score, fallback), "rule": f"{rule} (unmet: kept {fallback})", "met": False}
+    best = max(points, key=lambda p: (p["f1"], -p["threshold"]))
+    return {**best, "rule": rule if rule == "best F1" else f"{rule} (unmet: best F1)", "met": rule == "best F1"}
+
+
+@dataclass
+class Calibrator:
+    """A monotone map from a raw score to a probability, fitted by isotonic regression or Platt scaling."""
+
+    method: str  # "isotonic" | "platt" | "constant" (examples of one class only: their share)
+    model: Any
+
+    @classmethod
+    def fit(cls, y: Sequence[int], score: Sequence[float], method: str = "isotonic") -> Calibrator:
+        """Return a calibrator fitted on (score, y) with scikit-learn."""
+        x, y_arr = np.asarray(score, dtype=float), np.asarray(y, dtype=int)
+        if method in ("isotonic", "platt") and len(np.unique(y_arr)) < 2:
+            return cls("constant", float(y_arr.mean()) if len(y_arr) else 0.0)
+        if method == "isotonic":
+            from sklearn.isotonic import IsotonicRegression
+
+            return cls(method, IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(x, y_arr))
+        if method == "platt":
+            from sklearn.linear_model import LogisticRegression
+
+            return cls(method, LogisticRegression().fit(x.reshape(-1, 1), y_arr))
+        raise ConfigError(f"unknown calibration method '{method}'; use 'isotonic' or 'platt'")
+
+    def __call__(self, score: Sequence[float]) -> np.ndarray:
+        """Return the calibrated probability of each score."""
+        x = np.asarray(score, dtype=float)
+        if self.method == "constant":
+            return np.full(x.shape, self.model)
+        if self.method == "isotonic":
+            return np.clip(self.model.predict(x), 0.0, 1.0)
+        return self.model.predict_proba(x.reshape(-1, 1))[:, 1]
+
+    def threshold_for(self, probability: float, grid: Sequence[float] | None = None) -> float | None:
+        """Return the lowest score whose calibrated probability reaches `probability` (None if none does)."""
+        xs = np.asarray(grid if grid is not None else np.linspace(0.0, 1.0, 1001), dtype=float)
+        hits = xs[self(xs) >= probability]
+        return round(float(hits.min()), 4) if hits.size else None
+
+    def table(self, grid: Sequence[float] = tuple(np.round(np.linspace(0, 1, 11), 2))) -> list[list[float]]:
+        """Return [[score, probability], ...] on `grid`: the fitted map, small enough for provenance."""
+        return [[float(x), round(float(p), 4)] for x, p in zip(grid, self(grid), strict=True)]
+
+
+def reliability(y: Sequence[int], prob: Sequence[float], bins: int = 10) -> dict[str, Any]:
+    """Return the reliability diagram (mean predicted vs observed, per quantile bin), Brier score and ECE."""
+    from sklearn.calibration import calibration_curve
+    from sklearn.metrics import brier_score_loss
+
+    y_arr, p = np.asarray(y, dtype=int), np.clip(np.asarray(prob, dtype=float), 0.0, 1.0)
+    if not len(y_arr):
+        return {"predicted": [], "observed": [], "brier": None, "ece": None, "n": 0}
+    observed, predicted = calibration_curve(y_arr, p, n_bins=bins, strategy="quantile")
+    edges = np.unique(np.quantile(p, np.linspace(0, 1, bins + 1)))
+    which = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, max(len(edges) - 2, 0))
+    ece = sum(abs(p[which == b].mean() - y_arr[which == b].mean()) * (which == b).mean()
+              for b in np.unique(which))
+    return {"predicted": predicted.round(4).tolist(), "observed": observed.round(4).tolist(),
+            "brier": round(float(brier_score_loss(y_arr, p)), 4), "ece": round(float(ece), 4), "n": int(len(y_arr))}
+
+
+# ----------------------------------------------------------------- the recipe
+def write_recipe(name: str, params: dict[str, Any], provenance: dict[str, Any], *, base: str = "default",
+                 folder: str | Path | None = None) -> Path:
+    """Write `folder/<name>.json` ({"base", "params", "provenance"}) after checking it loads; return its path.
+
+    The default folder is mnemo/recipes/, where `mnemo.config.recipe(name)` finds it.
+    Unknown parameter names raise ConfigError before anything is written.
+    """
+    Config.from_params(base, **params)
+    target = Path(folder) if folder is not None else RECIPE_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    path = (target / f"{name}.json").resolve()
+    payload = {"base": base, "params": params, "provenance": provenance}
+    path.write_text(json.dumps(payload, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    if target.resolve() == RECIPE_DIR.resolve():
+        recipe(name)
+    return path

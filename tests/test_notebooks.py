@@ -1,0 +1,168 @@
+"""Every notebook: a clean parameters cell, no logic inside, and a headless run with tiny parameters whose
+recorded results exist and are sane. The five runs share two kernels' worth of CPU (a thread pool)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from mnemo import calibrate, sweeps
+from mnemo.config import Config
+from mnemo.eval import trust_eval
+
+pytestmark = pytest.mark.slow
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NAMES = ["00_quickstart", "10_threshold_sweep", "20_decay_simulation", "30_calibration", "40_benchmark_report"]
+SQL = re.compile(r"\b(select\s.+\sfrom|insert\s+into|create\s+table)\b", re.I | re.S)
+PROMPT = re.compile(r"\b(you are an?|system prompt|respond with json)\b", re.I)
+
+
+def cells(name: str) -> list:
+    return nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
+
+
+def test_every_notebook_is_here():
+    assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_one_parameters_cell_of_plain_literals_with_help(name):
+    code = [c for c in cells(name) if c.cell_type == "code"]
+    tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1 and tagged[0] is code[0], "the first code cell, and only it, is tagged parameters"
+    lines = [line for line in tagged[0].source.splitlines() if line.strip()]
+    names = []
+    for line in lines:
+        stmt = ast.parse(line).body[0]
+        assert isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name), line
+        ast.literal_eval(stmt.value)  # a plain literal, nothing computed
+        assert re.search(r"#\s*\S", line), f"no help comment: {line}"
+        names.append(stmt.targets[0].id)
+    declared = sweeps.notebook_parameters(NOTEBOOKS / f"{name}.ipynb")
+    # papermill skips a line it cannot parse (an "=" in the help): every parameter must survive inspection.
+    assert list(declared) == names and all(spec["help"] for spec in declared.values())
+    assert "out_dir" in declared
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_logic_sql_or_prompts_in_notebooks(name):
+    for cell in cells(name):
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse(cell.source)
+        for node in ast.walk(tree):
+            assert not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)), \
+                f"{name}: define functions in the library, not in the notebook"
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not SQL.search(node.value) and not PROMPT.search(node.value), node.value
+        assert "import duckdb" not in cell.source and "import papermill" not in cell.source
+
+
+def small_sets(folder: Path) -> tuple[Path, Path]:
+    """Write a few pairs of each label and a few quick trust cases (no slow tools) for the calibration run."""
+    pairs = []
+    for label in ("duplicate", "corroborate", "supersede", "novel"):
+        mine = [p for p in calibrate.load_pairs() if p["label"] == label]
+        pairs += [p for p in mine if p["split"] == "train"][:4] + [p for p in mine if p["split"] == "heldout"][:2]
+    cases = [c for c in trust_eval.load(trust_eval.TRUST_CASES) if (c.get("tool") or {}).get("fail") != "timeout"]
+    chosen = [c for c in cases if not c.get("ladder")][::4] + [c for c in cases if c.get("ladder")][::6]
+    pair_file, trust_file = folder / "pairs.jsonl", folder / "trust.jsonl"
+    pair_file.write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    trust_file.write_text("".join(json.dumps(c) + "\n" for c in chosen))
+    return pair_file, trust_file
+
+
+def tiny_params(folder: Path) -> dict[str, dict]:
+    pair_file, trust_file = small_sets(folder)
+    locomo = 1 if os.environ.get("MNEMO_DATA_DIR") and (Path(os.environ["MNEMO_DATA_DIR"]) / "locomo").exists() else 0
+    return {
+        "00_quickstart": {"embedder": "hash"},
+        "10_threshold_sweep": {"embedder": "hash", "pairs_split": "heldout", "scenarios": 2,
+                               "duplicate_threshold": 0.9},
+        "20_decay_simulation": {"days": 56, "personas": 1, "trivia_per_session": 1, "queries_per_session": 1},
+        "30_calibration": {"embedder": "hash", "recipe_dir": ".", "recipe_name": "smoke", "scenarios": 3,
+                           "locomo_conversations": locomo, "locomo_questions": 12, "foreign_questions": 6,
+                           "pairs_path": str(pair_file), "trust_path": str(trust_file)},
+        "40_benchmark_report": {"embedder": "hash", "recipes": "default,dense", "scenarios": 2, "baselines": True,
+                                "trust_recipes": "", "locomo_conversations": 0, "runs_dir": ""},
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, dict]:
+    """Run the five notebooks headless, two at a time; return each one's results.json by name."""
+    root = tmp_path_factory.mktemp("notebooks")
+    params = tiny_params(root)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(sweeps.run_point, str(NOTEBOOKS / f"{name}.ipynb"), str(root / name),
+                                     params[name], {"out_dir": str(root / name)}, grid="smoke")
+                   for name in NAMES}
+    out = {}
+    for name, fut in futures.items():
+        status = fut.result()
+        error = (root / name / "error.txt")
+        assert status["status"] == "done", error.read_text() if error.exists() else status
+        out[name] = {**json.loads((root / name / "results.json").read_text()), "_folder": root / name}
+    return out
+
+
+def figures_exist(res: dict) -> None:
+    assert res["figures"] and all((res["_folder"] / f).exists() for f in res["figures"])
+    assert (res["_folder"] / f"{res['notebook']}").exists()
+
+
+def test_quickstart(runs):
+    res = runs["00_quickstart"]
+    figures_exist(res)
+    assert res["recall_confidence"] in ("certain", "vague") and res["unknown_confidence"] == "unknown"
+    assert any("Lisbon" in t for t in res["recall_texts"]) and not any("Berlin" in t for t in res["recall_texts"])
+    assert res["superseded"] >= 1 and res["statuses"]["superseded"] >= 1
+    assert res["forgotten"] and "tea" in res["forgotten"][0] and res["dry_run_matches_forget"]
+
+
+def test_threshold_sweep(runs):
+    res = runs["10_threshold_sweep"]
+    figures_exist(res)
+    assert res["pairs_pairs"] == 32 and res["write_config"]["duplicate_threshold"] == 0.9
+    for key in ("pairs_forgetting_precision", "pairs_forgetting_recall", "pairs_collateral", "pairs_accuracy",
+                "scen_pass_rate", "scen_context_recall"):
+        assert 0.0 <= res[key] <= 1.0, key
+    assert res["scen_probes"] > 0 and res["scen_errors"] == 0
+
+
+def test_decay_simulation(runs):
+    res = runs["20_decay_simulation"]
+    figures_exist(res)
+    assert res["days"] == 56 and res["personas"] == 1 and res["queries"] > 0
+    assert len(res["timeline"]) == 8 and res["timeline"][-1]["day"] == 56
+    assert res["critical_lost"] >= 0 and res["stale_recalls"] >= 0
+
+
+def test_calibration_writes_a_loadable_recipe(runs):
+    res = runs["30_calibration"]
+    figures_exist(res)
+    path = Path(res["recipe"]["path"])
+    assert path.parent == res["_folder"] and path.name == "smoke.json"
+    data = json.loads(path.read_text())
+    cfg = Config.from_params(data["base"], **data["params"])
+    assert cfg.write.arbitration_low < cfg.write.duplicate_threshold
+    assert 0.0 <= cfg.recall.vague_at <= cfg.recall.certain_at <= 1.0 and 0.0 <= cfg.trust.act_threshold <= 1.0
+    prov = data["provenance"]
+    assert prov["embedder"] == "hash-bow-384" and prov["git_commit"]
+    assert set(prov["heldout"]) >= {"pairs", "bands", "trust"} and prov["heldout"]["pairs"]["pairs"] == 8
+
+
+def test_benchmark_report(runs):
+    res = runs["40_benchmark_report"]
+    figures_exist(res)
+    assert {"mnemo:default", "mnemo:dense", "naive_rag", "no_memory"} <= set(res["scenarios"])
+    assert all(0.0 <= a["pass_rate"] <= 1.0 for a in res["scenarios"].values())
+    assert (res["_folder"] / "scenarios.csv").exists()

@@ -1,0 +1,179 @@
+"""The sweep runner: grids, parameter checks, parallel and resumable runs, failures, Dask, collect, record."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from mnemo import sweeps
+from mnemo.cli import app
+from mnemo.errors import InvalidInput
+from mnemo.record import jsonable, read_results, record, record_many
+
+pytestmark = pytest.mark.slow
+
+PARAMS = '''out_dir = "."  # where results go
+x = 1  # the value doubled
+fail = False  # raise in the second cell'''
+BODY = '''from mnemo.record import record
+if fail:
+    raise RuntimeError(f"asked to fail at x={x}")
+record("y", x * 2, out_dir)
+record("series", [x, x + 1], out_dir)'''
+
+
+@pytest.fixture(scope="module")
+def notebook(tmp_path_factory) -> Path:
+    """A tiny parameterised notebook: doubles x, or fails when told to."""
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}})
+    params = nbformat.v4.new_code_cell(PARAMS)
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(BODY)]
+    path = tmp_path_factory.mktemp("nb") / "double.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def grid_file(folder: Path, notebook: Path, grid: dict, fixed: dict | None = None, name: str = "g") -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(json.dumps({"notebook": str(notebook), "grid": grid, "fixed": fixed or {}}))
+    return path
+
+
+def test_the_kernel_runs_this_interpreter():
+    from jupyter_client.kernelspec import get_kernel_spec
+
+    argv = get_kernel_spec(sweeps.KERNEL).argv
+    # jupyter_client swaps a bare "python" for sys.executable: the kernel runs the venv's interpreter.
+    assert argv[0] in ("python", "python3", sys.executable), f"kernel {sweeps.KERNEL} runs {argv[0]}; " \
+        "pip install ipykernel in this environment"
+
+
+def test_expand_and_point_ids(tmp_path, notebook):
+    grid = sweeps.load_grid(grid_file(tmp_path, notebook, {"x": [1, 2], "fail": [False, True]}))
+    points = sweeps.expand(grid)
+    assert points == [{"x": 1, "fail": False}, {"x": 1, "fail": True}, {"x": 2, "fail": False}, {"x": 2, "fail": True}]
+    assert sweeps.point_id(notebook, {"a": 1, "b": 2}) == sweeps.point_id(notebook, {"b": 2, "a": 1})
+    assert len({sweeps.point_id(notebook, p) for p in points}) == 4
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"notebok": "x.ipynb"}, "did you mean 'notebook'"),
+    ({"notebook": "missing.ipynb"}, "not found"),
+    ({"notebook": "NB", "grid": {"x": 3}}, "non-empty list"),
+    ({"notebook": "NB", "grid": {"x": [1]}, "fixed": {"x": 2}}, "both in grid and fixed"),
+])
+def test_load_grid_is_strict(tmp_path, notebook, raw, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(json.dumps({k: (str(notebook) if v == "NB" else v) for k, v in raw.items()}))
+    with pytest.raises(sweeps.SweepError, match=message):
+        sweeps.load_grid(path)
+
+
+def test_unknown_parameter_is_refused_before_anything_runs(tmp_path, notebook):
+    path = grid_file(tmp_path, notebook, {"x": [1, 2]}, {"fial": True})
+    with pytest.raises(sweeps.SweepError, match="unknown parameter 'fial'.*did you mean 'fail'"):
+        sweeps.sweep(path, tmp_path / "runs", progress=False)
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(sweeps.SweepError, match="set by the runner"):
+        sweeps.sweep(grid_file(tmp_path, notebook, {"out_dir": ["a"]}, name="h"), tmp_path / "runs", progress=False)
+
+
+def test_four_points_run_in_parallel_then_resume(tmp_path, notebook):
+    path = grid_file(tmp_path, notebook, {"x": [1, 2, 3, 4]})
+    runs = tmp_path / "runs"
+    first = sweeps.sweep(path, runs, workers=2, progress=False)
+    assert first.count("done") == 4 and first.count("error") == 0
+    for p in first.points:
+        folder = Path(p["folder"])
+        assert {f.name for f in folder.iterdir()} >= {"params.json", "double.ipynb", "results.json", "done"}
+        assert json.loads((folder / "params.json").read_text()) == p["params"]
+    began = time.perf_counter()
+    second = sweeps.sweep(path, runs, workers=2, progress=False)
+    assert second.count("skipped") == 4 and second.count("done") == 0
+    assert time.perf_counter() - began < 5  # nothing was executed
+    table, n = sweeps.collect(runs, tmp_path / "results.parquet")
+    frame = pd.read_parquet(table)
+    assert n == 4 and sorted(frame["y"]) == [2, 4, 6, 8]
+    assert (frame["y"] == 2 * frame["param_x"]).all() and set(frame["grid"]) == {"g"}
+    db, rows = sweeps.collect(runs, tmp_path / "results.duckdb")
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT sum(y) FROM results").fetchone()[0] == 20 and rows == 4
+
+
+def test_a_failure_is_recorded_and_the_sweep_goes_on(tmp_path, notebook):
+    path = grid_file(tmp_path, notebook, {"fail": [False, True]}, {"x": 5}, name="f")
+    runs = tmp_path / "runs"
+    report = sweeps.sweep(path, runs, workers=1, progress=False)
+    assert report.count("done") == 1 and report.count("error") == 1
+    bad = Path(report.failed[0]["folder"])
+    assert "asked to fail at x=5" in (bad / "error.txt").read_text() and not (bad / "done").exists()
+    assert (bad / "double.ipynb").exists()  # the executed notebook is kept, with the failing cell's output
+    assert [f["point"] for f in sweeps.failures(runs)] == [bad.name]
+    assert len(sweeps.collect_frame(runs)) == 1  # only finished points are collected
+    again = sweeps.sweep(path, runs, workers=1, progress=False)
+    assert again.count("skipped") == 1 and again.count("error") == 1  # the failed point is tried again
+
+
+def test_sweep_on_a_local_dask_cluster(tmp_path, notebook):
+    from distributed import LocalCluster
+
+    path = grid_file(tmp_path, notebook, {"x": [7, 8]}, name="dask")
+    # An in-process worker behind a real TCP scheduler on loopback (the inproc transport ignores host=).
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp://", host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        report = sweeps.sweep(path, tmp_path / "runs", scheduler=cluster.scheduler_address, progress=False)
+    assert report.count("done") == 2, report.failed
+    assert sorted(sweeps.collect_frame(tmp_path / "runs")["y"]) == [14, 16]
+
+
+def test_cli_sweep_and_collect(tmp_path, notebook):
+    path = grid_file(tmp_path, notebook, {"x": [3]}, name="cli")
+    runs, out = tmp_path / "runs", tmp_path / "table.parquet"
+    res = CliRunner().invoke(app, ["sweep", str(path), "--runs", str(runs), "--workers", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "1 done" in res.output and pd.read_parquet(out)["y"].tolist() == [6]
+    res = CliRunner().invoke(app, ["collect", str(runs), "--out", str(tmp_path / "again.parquet")])
+    assert res.exit_code == 0 and "1 rows" in res.output
+    res = CliRunner().invoke(app, ["collect", str(tmp_path / "nothing")])
+    assert res.exit_code != 0
+
+
+def test_record_keeps_the_last_value_and_makes_values_jsonable(tmp_path):
+    record("a", 1, tmp_path)
+    record("a", np.float32(2.5), tmp_path)
+    record_many({"nan": math.nan, "arr": np.arange(3), "frame": pd.DataFrame({"k": [1, 2]})}, tmp_path, prefix="p_")
+    assert read_results(tmp_path) == {"a": 2.5, "p_nan": None, "p_arr": [0, 1, 2], "p_frame": [{"k": 1}, {"k": 2}]}
+    assert jsonable({"when": pd.Timestamp("2025-01-01")})["when"].startswith("2025-01-01")
+    with pytest.raises(InvalidInput):
+        record("x", object(), tmp_path)
+
+
+def test_run_main_runs_readers_after_the_others(tmp_path, notebook):
+    reader = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                               "language": "python"}})
+    params = nbformat.v4.new_code_cell('out_dir = "."  # where results go\nruns_dir = ""  # the runs to read')
+    params.metadata["tags"] = ["parameters"]
+    reader.cells = [params, nbformat.v4.new_code_cell(
+        "from mnemo.record import record\nfrom mnemo.sweeps import collect_frame\n"
+        "record('seen', int(len(collect_frame(runs_dir, missing_ok=True))), out_dir)")]
+    nbformat.write(reader, tmp_path / "reader.ipynb")
+    grid_file(tmp_path, tmp_path / "reader.ipynb", {}, name="reader")
+    grid_file(tmp_path, notebook, {"x": [1, 2]}, name="main")
+    summary = sweeps.run_main(tmp_path, ["reader.yaml", "main.yaml"], workers=2, progress=False)
+    assert summary["rows"] == 3 and not summary["failed"]
+    assert summary["grids"]["reader"]["done"] == 1 and summary["grids"]["main"]["done"] == 2
+    table = pd.read_parquet(summary["table"])
+    assert table.loc[table.grid == "reader", "seen"].item() == 2  # it ran after both points of main
