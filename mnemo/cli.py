@@ -224,13 +224,16 @@ def simulate_cmd(seed: int = typer.Option(0, help="Seed: fixes personas, schedul
         _dump({**res.summary, "runtime_s": res.runtime_s, "cpu_s": res.cpu_s})
         return
     table = Table(title=f"simulated {days} days, seed {seed} ({res.runtime_s:.1f} s, {res.cpu_s:.1f} s CPU)")
-    cols = ("day", "queries", "hit_rate", "precision", "stale_recalls", "critical_lost", "active", "decayed",
-            "forgotten", "trivia_active")
-    for col in cols:
-        table.add_column(col, justify="right")
+    # Short headings keep ten columns readable in an 80-column terminal.
+    cols = {"day": "day", "queries": "asked", "hit_rate": "hit", "precision": "prec", "stale_recalls": "stale",
+            "critical_lost": "crit", "active": "active", "decayed": "decay", "forgotten": "forgot",
+            "trivia_active": "trivia"}
+    for heading in cols.values():
+        table.add_column(heading, justify="right")
     shown = [r for r in res.timeline if r["day"] % every < 1e-9 or r is res.timeline[-1]]
     for r in shown:
-        table.add_row(*("" if r[c] is None else f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c]) for c in cols))
+        table.add_row(*("" if r[c] is None else f"{r[c]:.2f}".rstrip("0").rstrip(".") if isinstance(r[c], float)
+                        else str(r[c]) for c in cols))
     console.print(table)
     console.print(res.summary)
 
@@ -281,6 +284,8 @@ def serve_http(store_dir: str = typer.Option(None, help="One <tenant>.duckdb per
                quota_window: float = typer.Option(60.0, help="Quota window in seconds."),
                tools: str = typer.Option(None, help="Systems of record for assess, as 'package.module:NAME' "
                                                     "(default: none, trust from provenance only)."),
+               experiments: Path = typer.Option(None, help="Folder of sweep results (results.json, *.png) the "
+                                                          "explorer shows, read-only, to every API key."),
                log_level: str = typer.Option("info", help="uvicorn log level.")) -> None:
     """Serve the library over HTTP (FastAPI): API keys map to tenants, one store per tenant, quotas, /readyz."""
     from .server.http import serve
@@ -293,8 +298,9 @@ def serve_http(store_dir: str = typer.Option(None, help="One <tenant>.duckdb per
                                    "[/yellow]")
     cfg = ServerConfig(store_dir=store_dir, embedder=embedder, llm=llm, recipe=recipe_name,
                        max_body_bytes=max_body_bytes, quota_calls=quota_calls, quota_window_s=quota_window)
+    Console(stderr=True).print(f"explorer: http://{host}:{port}/explorer")
     serve(load_keys(keys), cfg, host=host, port=port, tools=_load_object(tools) if tools else None,
-          log_level=log_level)
+          log_level=log_level, experiments=experiments)
 
 
 @app.command("export")
@@ -446,7 +452,7 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
           baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="scenarios: also run the "
                                          "four baselines."),
           out: Path = typer.Option(None, "--out", "-o", help="Folder for results.json and rows.parquet "
-                                   "(default experiments/results/eval/BENCHMARK).")) -> None:
+                                   "(default experiments/runs/eval/BENCHMARK).")) -> None:
     """Run scenarios or a real benchmark with a recipe and a model mode; print a table, write results.json + Parquet."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -541,10 +547,10 @@ def run_cmd(experiments: Path = typer.Option(Path("experiments"), "--experiments
 
     summary = run_main(experiments, grids or MAIN_GRIDS, workers=workers, scheduler=scheduler)
     table = Table(title=f"mnemo run: {summary['runtime_s'] / 60:.1f} min")
-    for col in ("grid", "done", "skipped", "failed", "seconds"):
+    for col in ("grid", "done", "skipped", "failed", "point-seconds"):
         table.add_column(col)
     for name, g in summary["grids"].items():
-        table.add_row(name, str(g["done"]), str(g["skipped"]), str(g["error"]), f"{g['runtime_s']:.0f}")
+        table.add_row(name, str(g["done"]), str(g["skipped"]), str(g["error"]), f"{g['point_s']:.0f}")
     console.print(table)
     console.print(f"results table: {summary['table']} ({summary['rows']} rows); executed notebooks and figures under "
                   f"{experiments / 'runs'}")
