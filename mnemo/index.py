@@ -54,7 +54,8 @@ class VectorIndex:
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         sl = slice(self.size, self.size + n)
-        self._vecs[sl] = vecs / norms
+        # Divided straight into place: no temporary copy of a large batch.
+        np.divide(vecs, norms, out=self._vecs[sl])
         self._active[sl] = True if active is None else active
         self._user[sl] = [self._user_code(u) for u in users]
         for offset, mid in enumerate(ids):
@@ -76,6 +77,21 @@ class VectorIndex:
                 out[k] = self._vecs[row]
         return out
 
+    def _mask(self, user: str | None, allowed: set[str] | None) -> np.ndarray | None:
+        """Return the boolean mask of rows a search may return (active, of `user`, in `allowed`), or None."""
+        mask = self._active[: self.size].copy()
+        if user is not None:
+            code = self._users.get(user)
+            if code is None:
+                return None
+            mask &= self._user[: self.size] == code
+        if allowed is not None:
+            rows = np.fromiter((self._row[i] for i in allowed if i in self._row), dtype=np.int64)
+            keep = np.zeros(self.size, dtype=bool)
+            keep[rows] = True
+            mask &= keep
+        return mask
+
     def search(
         self, query: np.ndarray, k: int, *, user: str | None = None, allowed: set[str] | None = None
     ) -> list[tuple[str, float]]:
@@ -89,18 +105,8 @@ class VectorIndex:
         if norm == 0.0:
             return []
         q = q / norm
-        mask = self._active[: self.size].copy()
-        if user is not None:
-            code = self._users.get(user)
-            if code is None:
-                return []
-            mask &= self._user[: self.size] == code
-        if allowed is not None:
-            rows = np.fromiter((self._row[i] for i in allowed if i in self._row), dtype=np.int64)
-            keep = np.zeros(self.size, dtype=bool)
-            keep[rows] = True
-            mask &= keep
-        rows = np.flatnonzero(mask)
+        mask = self._mask(user, allowed)
+        rows = np.flatnonzero(mask) if mask is not None else np.zeros(0, dtype=np.int64)
         if rows.size == 0:
             return []
         # A dense product over all rows beats gathering a large subset first (no copy of the matrix).

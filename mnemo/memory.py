@@ -39,18 +39,23 @@ class Memory:
     @classmethod
     def open(cls, path: str | Path = ":memory:", *, embedder: str | Embedder | None = None,
              llm: str | LLM | None = None, clock: Clock | None = None, config: Config | str | None = None,
-             read_only: bool = False, backend: str | None = None) -> Memory:
+             read_only: bool = False, backend: str | None = None, index: str | None = None) -> Memory:
         """Open (or create) a store. With no embedder given, an existing store's own embedder is used.
 
         A postgresql:// DSN opens the PostgreSQL + pgvector store (`backend="postgres"`, see
         mnemo.store_pg); anything else is a DuckDB file or ":memory:" (`backend="duckdb"`).
+        `index` chooses a DuckDB store's similarity index ("auto" by size, or one of mnemo.ann.KINDS).
         """
         store_cls = store_class(path, backend)
         if embedder is None:
             embedder = store_cls.recorded_embedder(path) or "auto"
         emb = make_embedder(embedder)
         cfg = config if isinstance(config, Config) else recipe(config)
-        store = store_cls(path, embedder=emb.name, dim=emb.dim, read_only=read_only)
+        if index is not None and store_cls is not Store:
+            raise InvalidInput("index= chooses the in-process index of a DuckDB store; PostgreSQL searches "
+                               "with pgvector (see mnemo.store_pg)")
+        extra = {"index": index} if index is not None else {}
+        store = store_cls(path, embedder=emb.name, dim=emb.dim, read_only=read_only, **extra)
         return cls(store, emb, connect(llm), clock or WallClock(), cfg)
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from . import ann
 from .config import DecayConfig
 from .errors import EmbedderMismatch, ExtensionUnavailable, InvalidInput, NotFound, StoreError, StoreLocked
 from .index import VectorIndex
@@ -121,8 +122,10 @@ def _text(value: str, what: str = "text") -> str:
 class Store:
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
-    def __init__(self, path: str | Path, *, embedder: str, dim: int, read_only: bool = False):
+    def __init__(self, path: str | Path, *, embedder: str, dim: int, read_only: bool = False, index: str = "auto"):
         self.path = str(path)
+        # "auto" picks exact or an approximate index by size (mnemo.ann.choose); any other kind is kept.
+        self.index_kind = ann.check_kind(index)
         self.read_only = read_only
         self._lock = threading.RLock()
         self.fts_rebuilds = 0
@@ -198,6 +201,8 @@ class Store:
 
     def _load_index(self) -> None:
         tbl = self.con.execute("SELECT id, user_id, status = 'active' AS active, embedding FROM memories").to_arrow_table()
+        # The index kind is the one the size policy asks for at the size the store has now.
+        self.index = ann.empty(ann.choose(tbl.num_rows, self.index_kind), self.dim)
         if tbl.num_rows == 0:
             return
         emb = tbl.column("embedding").combine_chunks()
@@ -259,6 +264,8 @@ class Store:
             self._fts_dirty = True
         self.index.add([r.id for r in records], [r.user for r in records], vectors,
                        active=np.array([r.status == "active" for r in records]))
+        # Crossing the size policy's threshold moves the rows into the index kind it asks for.
+        self.index = ann.fit(self.index, self.index_kind)
 
     def insert_events(self, events: Iterable[Event]) -> None:
         """Append events in one Arrow statement."""
@@ -435,6 +442,7 @@ class Store:
             "schema_version": self.schema_version,
             "embedder": self.embedder,
             "dim": self.dim,
+            "index": ann.kind_of(self.index),
             "memories": sum(by_status.values()),
             "by_status": by_status,
             "users": self.con.execute("SELECT count(DISTINCT user_id) FROM memories").fetchone()[0],

@@ -1,0 +1,179 @@
+"""Approximate and quantised indexes (mnemo.ann): exactness where promised, recall bounds, size policy, sync."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+
+from mnemo import ann
+from mnemo.errors import ConfigError
+from mnemo.index import VectorIndex
+from mnemo.model import MemoryRecord
+from mnemo.store import Store, new_id
+
+APPROX = ("ivf", "binary", "int8", "float16")
+DIM = 64
+# recall@10 against exact search on the clustered set below; each option's default parameters.
+RECALL_BOUND = 0.9
+
+
+def clustered(n: int, dim: int = DIM, clusters: int = 40, seed: int = 0) -> np.ndarray:
+    """Return n unit vectors in `clusters` tight-ish groups: like sentence embeddings, unlike uniform noise."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(clusters, dim))
+    spread = rng.uniform(0.3, 0.8, clusters)[:, None]
+    which = rng.integers(0, clusters, n)
+    x = centres[which] + spread[which] * rng.normal(size=(n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def build(kind: str, vecs: np.ndarray, users: list[str] | None = None) -> VectorIndex:
+    index = ann.empty(kind, vecs.shape[1])
+    index.exact_under = 0  # force the approximate path even on a small set
+    if kind == "ivf":
+        index.TAIL_MIN = 500
+    index.add([f"m{i}" for i in range(len(vecs))], users or ["u"] * len(vecs), vecs)
+    return index
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray]:
+    vecs = clustered(4000)
+    rng = np.random.default_rng(1)
+    # Queries near stored rows (paraphrases), never equal to one.
+    base = vecs[rng.choice(len(vecs), 60, replace=False)]
+    queries = base + 0.35 * rng.normal(size=base.shape).astype(np.float32) / np.sqrt(DIM)
+    return vecs, queries / np.linalg.norm(queries, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("kind", APPROX)
+def test_approximate_options_return_the_exact_top1(kind, data):
+    vecs, queries = data
+    exact, approx = build("exact", vecs), build(kind, vecs)
+    for q in queries[:30]:
+        want = exact.search(q, 1, user="u")[0]
+        got = approx.search(q, 1, user="u")[0]
+        assert got[0] == want[0]
+        # Scores are re-computed cosines, not quantised estimates (float16 stores rows in float16).
+        assert got[1] == pytest.approx(want[1], abs=2e-3 if kind == "float16" else 1e-5)
+
+
+@pytest.mark.parametrize("kind", APPROX)
+def test_recall_at_10_on_clustered_vectors_meets_the_bound(kind, data):
+    vecs, queries = data
+    exact, approx = build("exact", vecs), build(kind, vecs)
+    recall = np.mean([len({m for m, _ in approx.search(q, 10, user="u")} & {m for m, _ in exact.search(q, 10, user="u")})
+                      / 10 for q in queries])
+    assert recall >= RECALL_BOUND
+
+
+def test_size_policy_is_exact_when_small_and_approximate_when_large():
+    assert ann.choose(0) == "exact"
+    assert ann.choose(ann.AUTO_APPROX_FROM - 1) == "exact"
+    assert ann.choose(ann.AUTO_APPROX_FROM) == ann.AUTO_KIND == "binary"
+    for kind in ("exact", *APPROX):
+        assert ann.choose(10, kind) == kind
+        assert ann.choose(10 * ann.AUTO_APPROX_FROM, kind) == kind
+    with pytest.raises(ConfigError, match="unknown index 'hnsw2'"):
+        ann.choose(10, "hnsw2")
+
+
+def _records(n: int, user: str = "u") -> list[MemoryRecord]:
+    now = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    return [MemoryRecord(id=new_id(), user=user, text=f"memory {i}", kind="episodic", created_at=now,
+                         valid_from=now) for i in range(n)]
+
+
+def test_store_switches_to_the_approximate_index_when_it_grows(monkeypatch):
+    monkeypatch.setattr(ann, "AUTO_APPROX_FROM", 1500)
+    store = Store(":memory:", embedder="test", dim=DIM)
+    vecs = clustered(2000, seed=3)
+    recs = _records(2000)
+    with store.transaction():
+        store.insert_memories(recs[:1000], vecs[:1000])
+    assert ann.kind_of(store.index) == "exact"
+    with store.transaction():
+        store.insert_memories(recs[1000:], vecs[1000:])
+    assert ann.kind_of(store.index) == "binary" and store.stats()["index"] == "binary"
+    # Every row came along, with the same vector.
+    assert np.allclose(store.vectors([recs[5].id, recs[1999].id]), vecs[[5, 1999]], atol=1e-6)
+    assert store.search_dense(vecs[1234], 1, user="u")[0][0] == recs[1234].id
+
+
+@pytest.mark.parametrize("kind", ["exact", *APPROX])
+def test_override_is_kept_whatever_the_size(kind, tmp_path):
+    path = tmp_path / "s.duckdb"
+    store = Store(path, embedder="test", dim=DIM, index=kind)
+    assert ann.kind_of(store.index) == kind
+    with store.transaction():
+        store.insert_memories(_records(50), clustered(50))
+    store.close()
+    store = Store(path, embedder="test", dim=DIM, index=kind, read_only=True)
+    assert ann.kind_of(store.index) == kind and len(store.index) == 50
+    store.close()
+    with pytest.raises(ConfigError):
+        Store(":memory:", embedder="test", dim=DIM, index="annoy")
+
+
+@pytest.mark.parametrize("kind", APPROX)
+def test_index_follows_writes_and_status_changes(kind, monkeypatch):
+    monkeypatch.setattr(ann, "EXACT_UNDER", 0)
+    monkeypatch.setattr(ann._Approximate, "exact_under", 0)
+    monkeypatch.setattr(ann.IvfIndex, "TAIL_MIN", 300)
+    store = Store(":memory:", embedder="test", dim=DIM, index=kind)
+    vecs = clustered(1600, seed=5)
+    alice, bob = _records(800, "alice"), _records(800, "bob")
+    with store.transaction():
+        store.insert_memories(alice[:600] + bob[:600], np.concatenate([vecs[:600], vecs[800:1400]]))
+    # Writes after the first build land in the IVF tail, then are folded in; both are searched.
+    for i in range(600, 800, 50):
+        with store.transaction():
+            store.insert_memories(alice[i:i + 50] + bob[i:i + 50],
+                                  np.concatenate([vecs[i:i + 50], vecs[800 + i:850 + i]]))
+    for i in (0, 333, 799):
+        assert store.search_dense(vecs[i], 1, user="alice")[0][0] == alice[i].id
+        assert store.search_dense(vecs[800 + i], 1, user="bob")[0][0] == bob[i].id
+    # A tombstone leaves the results at once; a restore brings it back.
+    at = datetime(2024, 2, 1, tzinfo=timezone.utc)
+    with store.transaction():
+        store.set_status(alice[333].id, "forgotten", reason="test", at=at)
+    assert alice[333].id not in {m for m, _ in store.search_dense(vecs[333], 10, user="alice")}
+    with store.transaction():
+        store.set_status(alice[333].id, "active", reason="restored", at=at)
+    assert store.search_dense(vecs[333], 1, user="alice")[0][0] == alice[333].id
+    # Users never see each other's rows, and filters narrow to exactly the allowed rows.
+    assert all(m.startswith("m-") and m in {r.id for r in alice} for m, _ in store.search_dense(vecs[5], 10, user="alice"))
+    # A rolled-back insert leaves no row behind.
+    extra = _records(1, "alice")
+    with pytest.raises(RuntimeError), store.transaction():
+        store.insert_memories(extra, vecs[:1] * -1)
+        raise RuntimeError("roll back")
+    assert extra[0].id not in {m for m, _ in store.search_dense(-vecs[0], 5, user="alice")}
+    assert ann.kind_of(store.index) == kind
+
+
+def test_ivf_finds_k_rows_for_a_small_user_in_a_large_store(data):
+    vecs, queries = data
+    users = ["big"] * len(vecs)
+    for i in range(0, len(vecs), 40):
+        users[i] = "small"
+    index = build("ivf", vecs, users)
+    exact = build("exact", vecs, users)
+    index.nprobe_fixed = 1
+    # One list holds about 1 row of the small user: the search probes on until it has k.
+    hits = index.search(queries[0], 10, user="small")
+    assert len(hits) == 10 and all(int(m[1:]) % 40 == 0 for m, _ in hits)
+    assert hits[0][0] == exact.search(queries[0], 1, user="small")[0][0]
+
+
+def test_memory_open_passes_the_index_choice_to_the_store():
+    import mnemo
+
+    with mnemo.Memory.open(":memory:", embedder="hash:64", llm="offline", index="binary") as mem:
+        rec = mem.add("Lead time for AX-7 is 14 days", user="ops")
+        assert mem.stats()["index"] == "binary"
+        assert mem.recall("AX-7 lead time", user="ops").memories[0].id == rec.id
+    with pytest.raises(ConfigError):
+        mnemo.Memory.open(":memory:", embedder="hash:64", llm="offline", index="annoy")
