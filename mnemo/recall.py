@@ -457,8 +457,9 @@ def make_room(packed: list[Packed], notes: list[Packed], costs: list[int], links
 
     A note costs its own tokens. It takes what the pack left; if that is not enough,
     it may evict packed memories that are not pinned and score lower than the
-    memory the note explains (its root), lowest first: the correction behind the
-    best memory is worth more than the last filler. Otherwise the note is dropped.
+    memory the note explains (its root) and carry no better evidence for the query
+    than it, lowest first: the correction behind the best memory is worth more than
+    the last filler, but not more than the answer. Otherwise the note is dropped.
     """
     parent = {x.dst: x.src for x in links if x.kind == "supersedes"}
     by_id = {p.id: p for p in packed}
@@ -482,7 +483,9 @@ def make_room(packed: list[Packed], notes: list[Packed], costs: list[int], links
         for p in sorted(by_id.values(), key=lambda p: (p.score, p.id)):
             if free >= cost:
                 break
-            if not p.memory.pinned and p.score < carrier.score and p.id not in roots:
+            # A memory with better evidence for the query than the carrier is the answer, not filler.
+            if (not p.memory.pinned and p.score < carrier.score and p.id not in roots
+                    and evidence(p.scores) <= evidence(carrier.scores)):
                 victims.append(p)
                 free += p.tokens
         if free < cost:

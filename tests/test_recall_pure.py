@@ -519,3 +519,12 @@ def test_resolve_self_rewrites_the_users_names_as_memories_say_them():
 def test_the_users_name_is_no_evidence_of_an_answer():
     assert coverage("What is Alice's blood type?", "The user's name is Alice.", ["alice"]) == 0.0
     assert coverage("Where does Alice live?", "Alice lives in Lisbon", ["alice"]) == 1.0
+
+
+def test_make_room_never_evicts_the_answer_for_another_memorys_history():
+    # The carrier (a corrected city) outscores the answer, but the answer has better evidence for the query.
+    carrier = Packed(mem("city"), 0.9, 10, {"dense": 0.2, "coverage": 0.0})
+    answer = Packed(mem("employer"), 0.56, 10, {"dense": 0.5, "coverage": 1.0})
+    note = Packed(mem("old-city"), 0.0, 10, note="corrected from 'Berlin' (not current)")
+    packed, kept, evicted = make_room([carrier, answer], [note], [10], [Link("city", "old-city", "supersedes")], 20)
+    assert [p.id for p in packed] == ["city", "employer"] and kept == [] and evicted == {}
