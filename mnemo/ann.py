@@ -33,12 +33,15 @@ from .errors import ConfigError
 from .index import VectorIndex
 
 KINDS = ("auto", "exact", "ivf", "binary", "int8", "float16")
-# From this many rows "auto" uses the binary index; under it exact search is already fast. Measured on
-# real MiniLM embeddings (benchmarks/README.md): at 100k, binary with a 1000-row re-rank kept recall@10
-# at 1.000 at a third of exact's latency, where IVF (0.92) and vss HNSW (0.92 / 0.996, minutes to build)
-# did worse, and int8 / float16 scans are slower than exact float32 in numpy.
+# The size policy, from measurements on real MiniLM embeddings (benchmarks/README.md, bench_ann.py):
+# under 50k exact search is already a few ms; from 50k the binary index keeps recall@10 at 1.000 at
+# a third of exact's latency (IVF needs a quarter of its lists for 0.98, vss HNSW takes minutes to
+# build and drops filtered rows); from 500k IVF probing an eighth of its lists is 2.6x faster than
+# binary at recall@10 0.997 (1M), for ~17 s of k-means when the store is opened. int8 and float16
+# scans are slower than exact float32 in numpy: they are overrides for memory, never chosen.
 AUTO_APPROX_FROM = 50_000
 AUTO_KIND = "binary"
+AUTO_IVF_FROM = 500_000
 # A search whose filters leave at most this many rows scores exactly those rows instead.
 EXACT_UNDER = 20_000
 _BLOCK = 16_384  # rows scored per step where a temporary copy is made (int8, float16, k-means)
@@ -55,6 +58,8 @@ def choose(n: int, kind: str = "auto") -> str:
     """Return the index kind to use for `n` rows: `kind` itself unless it is "auto"."""
     if check_kind(kind) != "auto":
         return kind
+    if n >= AUTO_IVF_FROM:
+        return "ivf"
     return AUTO_KIND if n >= AUTO_APPROX_FROM else "exact"
 
 
@@ -126,13 +131,18 @@ class _Approximate(VectorIndex):
             return []
         if count <= max(self.exact_under, k):
             rows = np.flatnonzero(mask)
-            rows, scores = _best(self._score_rows(rows, q), rows, k)
+            # As in VectorIndex: one product over every row beats copying out a large share of them.
+            scores = self._all_scores(q)[rows] if count > self.size // 4 else self._score_rows(rows, q)
+            rows, scores = _best(scores, rows, k)
         else:
             rows, scores = self._approximate(q, k, mask)
         return [(self._ids[r], float(s)) for r, s in zip(rows, scores, strict=True)]
 
     def _score_rows(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
         return np.asarray(self._vecs[rows], dtype=np.float32) @ q
+
+    def _all_scores(self, q: np.ndarray) -> np.ndarray:
+        return self._vecs[: self.size] @ q
 
     def _approximate(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -200,7 +210,8 @@ class IvfIndex(_Approximate):
         """Return how many lists a search scans at least (more when filters leave fewer than k rows)."""
         if self.nprobe_fixed:
             return self.nprobe_fixed
-        return max(4, len(self._offsets) // 16)
+        # An eighth of the lists: recall@10 0.997 at 1M real embeddings (a sixteenth gave 0.988).
+        return max(4, (len(self._offsets) - 1) // 8)
 
     def add(self, ids: list[str], users: list[str], vecs: np.ndarray, active: np.ndarray | None = None) -> None:
         """Append rows to the tail; fold the tail into the lists once it is large.
@@ -307,9 +318,9 @@ class BinaryIndex(_Approximate):
 
     kind = "binary"
 
-    def __init__(self, dim: int, capacity: int = 1024, *, rerank: int = 1000):
+    def __init__(self, dim: int, capacity: int = 1024, *, rerank: int | None = None):
         super().__init__(dim, capacity)
-        self.rerank = rerank
+        self.rerank = rerank  # rows re-scored exactly; None = max(1000, rows / 250)
         self._words = (dim + 63) // 64
         self._codes = np.zeros((capacity, self._words), dtype=np.uint64)
 
@@ -321,18 +332,26 @@ class BinaryIndex(_Approximate):
         return np.ascontiguousarray(bits).view(np.uint64)
 
     def add(self, ids: list[str], users: list[str], vecs: np.ndarray, active: np.ndarray | None = None) -> None:
-        start = self.size
+        """Append rows: codes first, then the rows, so a search never sees a row without its code."""
+        vecs = np.asarray(vecs, dtype=np.float32)
+        start, end = self.size, self.size + len(vecs)
+        if vecs.ndim == 2 and vecs.shape[1] == self.dim:
+            if len(self._codes) < end:
+                grown = np.zeros((max(end, 2 * len(self._codes)), self._words), dtype=np.uint64)
+                grown[:start] = self._codes[:start]
+                self._codes = grown
+            # A positive norm does not change a sign: raw and normalised vectors share their code.
+            self._codes[start:end] = self._code(vecs)
         super().add(ids, users, vecs, active)
-        if len(self._codes) < len(self._vecs):
-            grown = np.zeros((len(self._vecs), self._words), dtype=np.uint64)
-            grown[:start] = self._codes[:start]
-            self._codes = grown
-        self._codes[start:self.size] = self._code(self._vecs[start:self.size])
 
     def _approximate(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         qc = self._code(q[None, :])[0]
-        dist = np.bitwise_count(self._codes[:self.size] ^ qc).sum(axis=1, dtype=np.int32)
-        return self._rerank(q, k, mask, -dist.astype(np.float32), self.rerank)
+        # The mask fixes the row count, so a concurrent append cannot change it mid-search.
+        dist = np.bitwise_count(self._codes[:mask.shape[0]] ^ qc).sum(axis=1, dtype=np.int32)
+        # Re-ranking 1000 rows kept recall@10 at 1.000 up to 100k but 0.987 at 1M, where 4000 cost
+        # no more time (the popcount pass dominates): the depth grows with the store.
+        depth = self.rerank if self.rerank is not None else max(1000, mask.shape[0] // 250)
+        return self._rerank(q, k, mask, -dist.astype(np.float32), depth)
 
 
 class Int8Index(_Approximate):
@@ -360,9 +379,10 @@ class Int8Index(_Approximate):
         self._codes[start:self.size] = np.clip(np.rint(self._vecs[start:self.size] * self._scale), -127, 127)
 
     def _approximate(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        coarse = np.empty(self.size, dtype=np.float32)
-        for start in range(0, self.size, _BLOCK):
-            coarse[start:start + _BLOCK] = self._codes[start:min(self.size, start + _BLOCK)].astype(np.float32) @ q
+        n = mask.shape[0]
+        coarse = np.empty(n, dtype=np.float32)
+        for start in range(0, n, _BLOCK):
+            coarse[start:start + _BLOCK] = self._codes[start:min(n, start + _BLOCK)].astype(np.float32) @ q
         return self._rerank(q, k, mask, coarse, self.rerank)
 
 
@@ -375,9 +395,12 @@ class Float16Index(_Approximate):
         super().__init__(dim, capacity)
         self._vecs = np.zeros((capacity, dim), dtype=np.float16)
 
-    def _approximate(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _all_scores(self, q: np.ndarray) -> np.ndarray:
         scores = np.empty(self.size, dtype=np.float32)
         for start in range(0, self.size, _BLOCK):
             scores[start:start + _BLOCK] = self._vecs[start:min(self.size, start + _BLOCK)].astype(np.float32) @ q
+        return scores
+
+    def _approximate(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = np.flatnonzero(mask)
-        return _best(scores[rows], rows, k)
+        return _best(self._all_scores(q)[rows], rows, k)

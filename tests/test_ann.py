@@ -73,6 +73,8 @@ def test_size_policy_is_exact_when_small_and_approximate_when_large():
     assert ann.choose(0) == "exact"
     assert ann.choose(ann.AUTO_APPROX_FROM - 1) == "exact"
     assert ann.choose(ann.AUTO_APPROX_FROM) == ann.AUTO_KIND == "binary"
+    assert ann.choose(ann.AUTO_IVF_FROM - 1) == "binary"
+    assert ann.choose(ann.AUTO_IVF_FROM) == "ivf"
     for kind in ("exact", *APPROX):
         assert ann.choose(10, kind) == kind
         assert ann.choose(10 * ann.AUTO_APPROX_FROM, kind) == kind
