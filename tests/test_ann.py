@@ -179,3 +179,27 @@ def test_memory_open_passes_the_index_choice_to_the_store():
         assert mem.recall("AX-7 lead time", user="ops").memories[0].id == rec.id
     with pytest.raises(ConfigError):
         mnemo.Memory.open(":memory:", embedder="hash:64", llm="offline", index="annoy")
+
+
+@pytest.mark.parametrize("kind", ["binary", "ivf"])
+def test_searches_running_during_appends_never_fail(kind, data):
+    import threading
+
+    vecs, queries = data
+    index = build(kind, vecs[:2000])
+    errors: list[BaseException] = []
+
+    def search() -> None:
+        # A thread's exception would be lost: it is handed to the test's own thread instead.
+        try:
+            for q in queries[:40]:
+                assert index.search(q, 10, user="u")
+        except BaseException as exc:
+            errors.append(exc)
+
+    reader = threading.Thread(target=search)
+    reader.start()
+    for start in range(2000, 4000, 100):
+        index.add([f"m{i}" for i in range(start, start + 100)], ["u"] * 100, vecs[start:start + 100])
+    reader.join()
+    assert not errors and len(index) == 4000
