@@ -3,10 +3,12 @@
 One file per store (or ":memory:"). Memories keep their rows forever: a status
 change is an UPDATE plus an event row, never a DELETE. Vectors live in a
 fixed-size FLOAT[dim] column and are mirrored into an in-process matrix
-(`index.VectorIndex`) for exact search at numpy speed. Lexical search is BM25
-through the `fts` extension, loaded from its pinned PyPI package with no network.
-The fts index does not follow inserts, so it is rebuilt lazily on the first
-lexical search after a write (`fts_rebuilds` counts how often that happened).
+(`index.VectorIndex`, or an approximate index by size, `mnemo.ann`). Lexical
+search is BM25 with the analysis of the `fts` extension (loaded from its pinned
+PyPI package with no network): DuckDB tokenises and stems here, and the postings
+are served in process by `lexical.LexicalIndex`, which follows every write; rows
+written since the last lexical search are analysed in one statement at the next
+(`lexical_syncs` counts those statements).
 """
 
 from __future__ import annotations
@@ -28,24 +30,31 @@ from . import ann
 from .config import DecayConfig
 from .errors import EmbedderMismatch, ExtensionUnavailable, InvalidInput, NotFound, StoreError, StoreLocked
 from .index import VectorIndex
+from .lexical import LexicalIndex
 from .model import Event, Link, MemoryRecord, Turn
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DUCKDB_VERSION = "1.5.5"
 
 # Columns of `memories` in the order of MemoryRecord fields (refs = references), then the vector.
 _MEM_COLS = [f.name for f in fields(MemoryRecord)]
 _SQL_COLS = ["user_id" if c == "user" else "refs" if c == "references" else c for c in _MEM_COLS]
 _TIMES = {"created_at", "valid_from", "last_accessed", "expires_at", "status_at"}
+# fts's analysis (see mnemo.lexical): its tokenizer with digits kept, its stopwords, then porter stems.
+# Its ignore pattern (\.|[^a-z0-9])+ split on whitespace leaves exactly the runs of [a-z0-9], found here in one pass.
+_TOKENS = "regexp_extract_all(lower(strip_accents({})), '[a-z0-9]+')"
+_STOPWORDS = pa.table({"sw": (Path(__file__).parent / "assets" / "stopwords_english.txt").read_text().split()})
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
     """Ordered schema migrations: (version, statements). Append, never edit a shipped one.
 
-    Memories and events carry no PRIMARY KEY or secondary index on purpose: DuckDB's
-    ART indexes cut bulk insert speed several-fold and hold memory, while ids are
-    random 64-bit values minted here (imports check for clashes themselves) and
-    scans are columnar.
+    Memories and events carry no PRIMARY KEY: ids are random 64-bit values minted
+    here (imports check for clashes themselves), and a uniqueness check would cost
+    every insert. Version 2 adds a plain ART index on memories.id: point reads and
+    updates (get, set_status, a recall's candidates) stop scanning the table, for
+    about a quarter more time per bulk insert (benchmarks/README.md). It also drops
+    the fts index that version 1 stores built (BM25 is served in process now).
     """
     return [
         (
@@ -65,6 +74,13 @@ def _migrations(dim: int) -> list[tuple[int, list[str]]]:
                    evidence VARCHAR, other_id VARCHAR)""",
                 """CREATE TABLE links (src VARCHAR NOT NULL, dst VARCHAR NOT NULL, kind VARCHAR NOT NULL,
                    ts TIMESTAMP)""",
+            ],
+        ),
+        (
+            2,
+            [
+                "DROP SCHEMA IF EXISTS fts_main_memories CASCADE",
+                "CREATE INDEX IF NOT EXISTS memories_id ON memories (id)",
             ],
         ),
     ]
@@ -128,13 +144,12 @@ class Store:
         self.index_kind = ann.check_kind(index)
         self.read_only = read_only
         self._lock = threading.RLock()
-        self.fts_rebuilds = 0
+        self.lexical_syncs = 0
         self.con = _connect(self.path, read_only=read_only)
         self.con.execute(f"LOAD '{_extension_path('fts')}'")
         self.embedder, self.dim = self._check_embedder(embedder, dim)
         if not read_only:
             self._migrate()
-        self._fts_dirty = True
         self.index = VectorIndex(self.dim)
         self._load_index()
 
@@ -200,6 +215,11 @@ class Store:
         return int(self._meta()["schema_version"])
 
     def _load_index(self) -> None:
+        # The lexical index is rebuilt lazily, from the whole table, at the next lexical search.
+        self.lexical, self._lexical_pending = LexicalIndex(), None
+        # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
+        # pinned read probes them by index instead of scanning the table.
+        self._pinned_ids = {r[0] for r in self.con.execute("SELECT id FROM memories WHERE pinned").fetchall()}
         tbl = self.con.execute("SELECT id, user_id, status = 'active' AS active, embedding FROM memories").to_arrow_table()
         # The index kind is the one the size policy asks for at the size the store has now.
         self.index = ann.empty(ann.choose(tbl.num_rows, self.index_kind), self.dim)
@@ -261,7 +281,9 @@ class Store:
         batch = pa.table(cols)  # noqa: F841 - read by DuckDB's replacement scan below
         with self._lock:
             self.con.execute(f"INSERT INTO memories ({', '.join(_SQL_COLS)}, embedding) SELECT * FROM batch")
-            self._fts_dirty = True
+            if self._lexical_pending is not None:
+                self._lexical_pending.extend(r.id for r in records)
+            self._pinned_ids.update(r.id for r in records if r.pinned)
         self.index.add([r.id for r in records], [r.user for r in records], vectors,
                        active=np.array([r.status == "active" for r in records]))
         # Crossing the size policy's threshold moves the rows into the index kind it asks for.
@@ -287,6 +309,7 @@ class Store:
             [status, reason, _naive(at), successor, memory_id],
         )
         self.index.set_active([memory_id], status == "active")
+        self.lexical.set_active([memory_id], status == "active")
         return old[0]
 
     def corroborate(self, memory_id: str, at: datetime) -> None:
@@ -301,8 +324,8 @@ class Store:
             return
         with self._lock:
             self.con.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE list_contains(?, id)",
-                [_naive(at), list(ids)],
+                f"UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE {_ids_in(ids)[0]}",
+                [_naive(at), *_ids_in(ids)[1]],
             )
 
     def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
@@ -343,6 +366,7 @@ class Store:
             self.con.execute("DROP TABLE decayed")
         if rows and not dry_run:
             self.index.set_active([r[0] for r in rows], False)
+            self.lexical.set_active([r[0] for r in rows], False)
         return [(r[0], float(r[1])) for r in rows]
 
     def expired(self, now: datetime, user: str | None = None) -> list[MemoryRecord]:
@@ -368,7 +392,8 @@ class Store:
     def get_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
         if not ids:
             return {}
-        return {r.id: r for r in self._records("list_contains(?, id)", [list(ids)])}
+        sql, params = _ids_in(ids)
+        return {r.id: r for r in self._records(sql, params)}
 
     def memories(self, user: str | None = None, *, include_inactive: bool = False,
                  filters: dict[str, Any] | None = None, limit: int | None = None) -> list[MemoryRecord]:
@@ -392,8 +417,11 @@ class Store:
         return [r[0] for r in rows]
 
     def pinned(self, user: str, filters: dict[str, Any] | None = None) -> list[MemoryRecord]:
+        if not self._pinned_ids:
+            return []
         where, params = _where(user, filters, active_only=True)
-        return self._records(where + " AND pinned", params)
+        sql, ids = _ids_in(sorted(self._pinned_ids))
+        return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
 
     def vectors(self, ids: list[str]) -> np.ndarray:
         return self.index.vectors(ids)
@@ -464,37 +492,50 @@ class Store:
         where, params = _where(user, filters, active_only=True)
         return {r[0] for r in self.con.execute(f"SELECT id FROM memories WHERE {where}", params).fetchall()}
 
-    def _ensure_fts(self) -> None:
-        if not self._fts_dirty:
-            return
+    def _sync_lexical(self) -> None:
+        """Analyse the rows written since the last lexical search (all rows, the first time) into the postings."""
         with self._lock:
-            # Checked again under the lock: two readers that both saw it stale must not both rebuild.
-            if not self._fts_dirty:
+            pending = self._lexical_pending
+            if pending is not None and not pending:
                 return
-            # Digits are kept (the default ignore pattern drops them) so record ids like IC-MC-44 match.
-            self.con.execute(
-                "PRAGMA create_fts_index('memories', 'id', 'text', overwrite=1, ignore='(\\.|[^a-z0-9])+')"
-            )
-            self._fts_dirty = False
-            self.fts_rebuilds += 1
+            # Rows come back with their position, so postings need no id lookups.
+            where = "" if pending is None else "WHERE id IN (SELECT id FROM todo)"
+            todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
+            docs = self.con.execute(
+                f"SELECT id, user_id, status = 'active' AS active, text FROM memories {where}").to_arrow_table()
+            docs = docs.append_column("pos", pa.array(np.arange(docs.num_rows)))
+            stopwords = _STOPWORDS  # noqa: F841 - read by DuckDB
+            # Each distinct token is stemmed once; create_fts_index drops stopwords before stemming.
+            post = self.con.execute(
+                f"""WITH toks AS (SELECT pos, unnest({_TOKENS.format('text')}) AS tok FROM docs),
+                    kept AS (SELECT pos, tok FROM toks WHERE tok NOT IN (SELECT sw FROM stopwords)),
+                    stems AS (SELECT tok, stem(tok, 'porter') AS term FROM (SELECT DISTINCT tok FROM kept))
+                SELECT pos, term, count(*) AS tf FROM kept JOIN stems USING (tok) GROUP BY pos, term"""
+            ).to_arrow_table()
+            terms = post.column("term").combine_chunks().dictionary_encode()
+            self.lexical.add(
+                docs.column("id").to_pylist(), docs.column("user_id").to_pylist(),
+                docs.column("active").to_numpy(zero_copy_only=False).astype(bool),
+                post.column("pos").to_numpy(), terms.dictionary.to_pylist(), terms.indices.to_numpy(),
+                post.column("tf").to_numpy())
+            self._lexical_pending = []
+            self.lexical_syncs += 1
+
+    def _analyse(self, text: str) -> list[str]:
+        """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
+        stopwords = _STOPWORDS  # noqa: F841 - read by DuckDB
+        rows = self.con.execute(
+            f"""SELECT DISTINCT stem(tok, 'porter') FROM (SELECT unnest({_TOKENS.format('?::VARCHAR')}) AS tok)
+            WHERE tok NOT IN (SELECT sw FROM stopwords)""", [_text(text, "query")]).fetchall()
+        return sorted(r[0] for r in rows)
 
     def search_lexical(self, query: str, k: int, *, user: str,
                        filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
-        """Return the top-k active memories of `user` by BM25, best first."""
-        if self.read_only and self._fts_dirty and not self._has_fts():
-            raise StoreError(f"{self.path} has no full-text index yet; open it once read-write to build it")
-        if not self.read_only:
-            self._ensure_fts()
-        where, params = _where(user, filters, active_only=True)
-        rows = self.con.execute(
-            f"SELECT id, score FROM (SELECT id, fts_main_memories.match_bm25(id, ?) AS score FROM memories "
-            f"WHERE {where}) WHERE score IS NOT NULL ORDER BY score DESC, id LIMIT ?", [query, *params, k]
-        ).fetchall()
-        return [(r[0], float(r[1])) for r in rows]
-
-    def _has_fts(self) -> bool:
-        return bool(self.con.execute(
-            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'fts_main_memories'").fetchone()[0])
+        """Return the top-k active memories of `user` by BM25, best first (ties by id)."""
+        terms = self._analyse(query)
+        self._sync_lexical()
+        allowed = self._allowed(user, filters)
+        return self.lexical.search(terms, k, user=user, allowed=allowed)
 
     # ----------------------------------------------------------------- cold archive (mnemo.archive)
     # Archiving is the one place mnemo hard-deletes rows, and only rows it wrote out and verified first.
@@ -603,7 +644,6 @@ class Store:
         # The in-process index has no delete; after a purge or restore it is rebuilt from the file.
         self.index = VectorIndex(self.dim)
         self._load_index()
-        self._fts_dirty = True
 
     # ----------------------------------------------------------------- portability (mnemo.portable)
     def dump(self, user: str | None = None, *, batch_size: int = 1000) -> Iterable[tuple[str, list]]:
@@ -682,16 +722,16 @@ class Store:
         return {(r[0], r[1], r[2], _aware(r[3])) for r in rows}
 
     @property
-    def fts_stale(self) -> bool:
-        """True when writes since the last BM25 rebuild left the full-text index behind."""
-        return self._fts_dirty and not self.read_only
+    def lexical_stale(self) -> bool:
+        """True when rows written since the last lexical search wait to be analysed into the BM25 postings."""
+        return self._lexical_pending is None or bool(self._lexical_pending)
 
-    def refresh_fts(self) -> bool:
-        """Rebuild the BM25 index now if it is stale; return whether it did (once, however many threads ask)."""
+    def refresh_lexical(self) -> bool:
+        """Analyse waiting rows into the BM25 postings now; return whether there were any."""
         with self._lock:
-            if not self.fts_stale:
+            if not self.lexical_stale:
                 return False
-            self._ensure_fts()
+            self._sync_lexical()
             return True
 
     def insert_turns(self, turns: Sequence[Turn]) -> None:
@@ -811,3 +851,14 @@ def _record(row: tuple) -> MemoryRecord:
 def _turn(row: tuple) -> Turn:
     return Turn(id=row[0], user=row[1], text=row[2], at=_aware(row[3]), session=row[4], agent=row[5], role=row[6],
                 meta=json.loads(row[7] or "{}"))
+
+
+_PROBE_MAX = 2_000  # past this many ids a literal IN list costs more than one scan
+
+
+def _ids_in(ids: Sequence[str]) -> tuple[str, list[Any]]:
+    """Return ("id IN (...)", params) for `ids`: a literal list, which DuckDB answers from the ART index on id
+    (a list parameter scans the table), or for very many ids one semi-join over a scan."""
+    if len(ids) > _PROBE_MAX:
+        return "id IN (SELECT unnest(?))", [list(ids)]
+    return f"id IN ({', '.join('?' * len(ids))})", list(ids)

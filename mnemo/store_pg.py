@@ -28,7 +28,7 @@ What differs, on purpose:
   from DuckDB's BM25 (no IDF, no length normalisation, another scale), so compare
   rankings, never lexical scores, across backends. Tokens differ slightly too:
   PostgreSQL keeps "ic-mc-44" whole as well as its parts. The GIN index follows every
-  insert, so there is no ``fts_rebuilds`` counter.
+  insert, so there is no ``lexical_syncs`` counter.
 - Many processes may write at once (row locks, READ COMMITTED); there is no
   single-writer `StoreLocked`. A read-only store uses read-only transactions.
 - Memory ids are a primary key: inserting an id twice raises `InvalidInput`
@@ -110,6 +110,9 @@ def _migrations(dim: int) -> list[tuple[int, list[str]]]:
                 "CREATE INDEX links_dst ON links (dst)",
             ],
         ),
+        # DuckDB's version 2 indexes memories.id and drops its fts index: here id is the primary key
+        # and the GIN index on tsv serves lexical search, so there is nothing to change.
+        (2, []),
     ]
 
 
@@ -603,11 +606,11 @@ class PgStore:
             [_text(query, "query"), *params, k]).fetchall()
         return [(r[0], float(r[1])) for r in rows]
 
-    # The GIN index follows every write, so lexical search is never stale here (DuckDB's fts index is).
-    fts_stale = False
+    # The GIN index follows every write, so nothing waits to be analysed here (see Store.lexical_stale).
+    lexical_stale = False
 
-    def refresh_fts(self) -> bool:
-        """Return False: there is nothing to rebuild (see `fts_stale`)."""
+    def refresh_lexical(self) -> bool:
+        """Return False: there is nothing to analyse (see `lexical_stale`)."""
         return False
 
     def _has_hnsw(self) -> bool:

@@ -141,7 +141,7 @@ class StoreView(Store):
     """A tenant's store seen through one DuckDB cursor: Store's queries run on the cursor, state is shared.
 
     Attribute reads and writes other than `con` go to the base store, so the vector
-    index, the fts staleness flag and the store's lock stay one per store.
+    index, the BM25 postings and the store's lock stay one per store.
     """
 
     def __init__(self, base: Store, con: Any):  # noqa: D107 - no Store.__init__: nothing is opened here
@@ -180,10 +180,10 @@ class Tenant:
     @contextmanager
     def reading(self) -> Iterator[Any]:
         """Yield this thread's reader Memory while holding the shared lock."""
-        if self.mem.store.fts_stale:
-            # Rebuild BM25 once, between writes and reads, rather than in every reader that notices it is stale.
+        if self.mem.store.lexical_stale:
+            # Analyse new rows into BM25 once, between writes and reads, not in every reader that notices.
             with self.lock.write():
-                self.mem.store.refresh_fts()
+                self.mem.store.refresh_lexical()
         with self.lock.read():
             reader = getattr(self._local, "mem", None)
             if reader is None:
