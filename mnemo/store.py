@@ -14,6 +14,7 @@ written since the last lexical search are analysed in one statement at the next
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
@@ -35,6 +36,13 @@ from .model import Event, Link, MemoryRecord, Turn
 
 SCHEMA_VERSION = 2
 DUCKDB_VERSION = "1.5.5"
+# DuckDB caches table blocks up to its memory limit, 80% of RAM by default: at 1M memories that held
+# 2.2 GB of vector blocks already copied into the in-process index. A file store caps it (blocks are
+# read again from the file when needed; large operators spill to <file>.tmp); ":memory:" stores cannot.
+MEMORY_LIMIT_ENV = "MNEMO_DUCKDB_MEMORY_LIMIT"
+MEMORY_LIMIT = "1GB"
+_LOAD_BATCH = 50_000  # rows per Arrow batch when the vectors are streamed into the index at open
+_LEXICAL_BATCH = 100_000  # rows analysed per statement when BM25 postings are built (bounds DuckDB's memory)
 
 # Columns of `memories` in the order of MemoryRecord fields (refs = references), then the vector.
 _MEM_COLS = [f.name for f in fields(MemoryRecord)]
@@ -146,6 +154,13 @@ class Store:
         self._lock = threading.RLock()
         self.lexical_syncs = 0
         self.con = _connect(self.path, read_only=read_only)
+        if self.path != ":memory:":
+            limit = os.environ.get(MEMORY_LIMIT_ENV, MEMORY_LIMIT)
+            try:
+                self.con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
+            except duckdb.Error as exc:
+                raise StoreError(f"{MEMORY_LIMIT_ENV}={limit!r} is not a DuckDB memory limit (e.g. 1GB, 512MB): "
+                                 f"{exc}") from exc
         self.con.execute(f"LOAD '{_extension_path('fts')}'")
         self.embedder, self.dim = self._check_embedder(embedder, dim)
         if not read_only:
@@ -220,19 +235,29 @@ class Store:
         # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
         # pinned read probes them by index instead of scanning the table.
         self._pinned_ids = {r[0] for r in self.con.execute("SELECT id FROM memories WHERE pinned").fetchall()}
-        tbl = self.con.execute("SELECT id, user_id, status = 'active' AS active, embedding FROM memories").to_arrow_table()
+        n = self.con.execute("SELECT count(*) FROM memories").fetchone()[0]
         # The index kind is the one the size policy asks for at the size the store has now.
-        self.index = ann.empty(ann.choose(tbl.num_rows, self.index_kind), self.dim)
-        if tbl.num_rows == 0:
+        self.index = ann.empty(ann.choose(n, self.index_kind), self.dim)
+        if n == 0:
             return
-        emb = tbl.column("embedding").combine_chunks()
-        vecs = np.asarray(emb.values, dtype=np.float32).reshape(-1, self.dim)
-        self.index.add(
-            tbl.column("id").to_pylist(),
-            tbl.column("user_id").to_pylist(),
-            vecs,
-            active=np.asarray(tbl.column("active").to_numpy(zero_copy_only=False), dtype=bool),
-        )
+        # Streamed in batches into one matrix: no whole-table Arrow copy of the vectors is ever held.
+        vecs = np.empty((n, self.dim), dtype=np.float32)
+        ids: list[str] = []
+        users: list[str] = []
+        active = np.empty(n, dtype=bool)
+        reader = self.con.execute(
+            "SELECT id, user_id, status = 'active' AS active, embedding FROM memories").to_arrow_reader(_LOAD_BATCH)
+        for batch in reader:
+            at, m = len(ids), batch.num_rows
+            if at + m > n:
+                raise StoreError(f"{self.path} changed while its vectors were being loaded; open it again")
+            vecs[at:at + m] = np.asarray(batch.column(3).values, dtype=np.float32).reshape(m, self.dim)
+            active[at:at + m] = batch.column(2).to_numpy(zero_copy_only=False)
+            ids.extend(batch.column(0).to_pylist())
+            users.extend(batch.column(1).to_pylist())
+        self.index.add(ids, users, vecs[:len(ids)], active=active[:len(ids)])
+        del vecs, reader
+        pa.default_memory_pool().release_unused()
 
     def close(self) -> None:
         self.con.close()
@@ -324,8 +349,8 @@ class Store:
             return
         with self._lock:
             self.con.execute(
-                f"UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE {_ids_in(ids)[0]}",
-                [_naive(at), *_ids_in(ids)[1]],
+                f"UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE {_in('id', ids)[0]}",
+                [_naive(at), *_in("id", ids)[1]],
             )
 
     def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
@@ -392,7 +417,7 @@ class Store:
     def get_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
         if not ids:
             return {}
-        sql, params = _ids_in(ids)
+        sql, params = _in("id", ids)
         return {r.id: r for r in self._records(sql, params)}
 
     def memories(self, user: str | None = None, *, include_inactive: bool = False,
@@ -407,7 +432,8 @@ class Store:
         subjects = [s for s in subjects if s]
         if not subjects:
             return []
-        return self._records("user_id = ? AND status = 'active' AND list_contains(?, subject)", [user, subjects])
+        sql, params = _in("subject", subjects)
+        return self._records(f"user_id = ? AND status = 'active' AND {sql}", [user, *params])
 
     def self_names(self, user: str) -> list[str]:
         """Return the names the user goes by, from their active name memories."""
@@ -420,7 +446,7 @@ class Store:
         if not self._pinned_ids:
             return []
         where, params = _where(user, filters, active_only=True)
-        sql, ids = _ids_in(sorted(self._pinned_ids))
+        sql, ids = _in("id", sorted(self._pinned_ids))
         return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
 
     def vectors(self, ids: list[str]) -> np.ndarray:
@@ -437,8 +463,9 @@ class Store:
         if not ids:
             return []
         rows = self.con.execute(
-            "SELECT src, dst, kind, ts FROM links WHERE (list_contains(?, src) OR list_contains(?, dst)) "
-            "AND list_contains(?, kind) ORDER BY ts", [list(ids), list(ids), list(kinds)]
+            f"SELECT src, dst, kind, ts FROM links WHERE ({_in('src', ids)[0]} OR {_in('dst', ids)[0]}) "
+            f"AND {_in('kind', kinds)[0]} ORDER BY ts",
+            [*_in("src", ids)[1], *_in("dst", ids)[1], *_in("kind", kinds)[1]]
         ).fetchall()
         return [Link(r[0], r[1], r[2], _aware(r[3])) for r in rows]
 
@@ -503,23 +530,27 @@ class Store:
             todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
             docs = self.con.execute(
                 f"SELECT id, user_id, status = 'active' AS active, text FROM memories {where}").to_arrow_table()
-            docs = docs.append_column("pos", pa.array(np.arange(docs.num_rows)))
             stopwords = _STOPWORDS  # noqa: F841 - read by DuckDB
-            # Each distinct token is stemmed once; create_fts_index drops stopwords before stemming.
-            post = self.con.execute(
-                f"""WITH toks AS (SELECT pos, unnest({_TOKENS.format('text')}) AS tok FROM docs),
-                    kept AS (SELECT pos, tok FROM toks WHERE tok NOT IN (SELECT sw FROM stopwords)),
-                    stems AS (SELECT tok, stem(tok, 'porter') AS term FROM (SELECT DISTINCT tok FROM kept))
-                SELECT pos, term, count(*) AS tf FROM kept JOIN stems USING (tok) GROUP BY pos, term"""
-            ).to_arrow_table()
-            terms = post.column("term").combine_chunks().dictionary_encode()
-            self.lexical.add(
-                docs.column("id").to_pylist(), docs.column("user_id").to_pylist(),
-                docs.column("active").to_numpy(zero_copy_only=False).astype(bool),
-                post.column("pos").to_numpy(), terms.dictionary.to_pylist(), terms.indices.to_numpy(),
-                post.column("tf").to_numpy())
+            for start in range(0, max(docs.num_rows, 1), _LEXICAL_BATCH):
+                part = docs.slice(start, _LEXICAL_BATCH)
+                part = part.append_column("pos", pa.array(np.arange(part.num_rows)))  # noqa: F841
+                # Each distinct token is stemmed once; create_fts_index drops stopwords before stemming.
+                post = self.con.execute(
+                    f"""WITH toks AS (SELECT pos, unnest({_TOKENS.format('text')}) AS tok FROM part),
+                        kept AS (SELECT pos, tok FROM toks WHERE tok NOT IN (SELECT sw FROM stopwords)),
+                        stems AS (SELECT tok, stem(tok, 'porter') AS term FROM (SELECT DISTINCT tok FROM kept))
+                    SELECT pos, term, count(*) AS tf FROM kept JOIN stems USING (tok) GROUP BY pos, term"""
+                ).to_arrow_table()
+                terms = post.column("term").combine_chunks().dictionary_encode()
+                self.lexical.add(
+                    part.column("id").to_pylist(), part.column("user_id").to_pylist(),
+                    part.column("active").to_numpy(zero_copy_only=False).astype(bool),
+                    post.column("pos").to_numpy(), terms.dictionary.to_pylist(), terms.indices.to_numpy(),
+                    post.column("tf").to_numpy())
             self._lexical_pending = []
             self.lexical_syncs += 1
+            del docs, part, post, terms
+            pa.default_memory_pool().release_unused()
 
     def _analyse(self, text: str) -> list[str]:
         """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
@@ -822,8 +853,9 @@ def _where(user: str | None, filters: dict[str, Any] | None, *, active_only: boo
             clauses.append(f"{key} = ?")
             params.append(value)
         elif key in ("kinds", "categories"):
-            clauses.append(f"list_contains(?, {key[:-1] if key == 'kinds' else 'category'})")
-            params.append(list(value))
+            sql, values = _in(key[:-1] if key == "kinds" else "category", list(value))
+            clauses.append(sql)
+            params.extend(values)
         elif key == "since":
             clauses.append("created_at >= ?")
             params.append(_naive(value))
@@ -856,9 +888,12 @@ def _turn(row: tuple) -> Turn:
 _PROBE_MAX = 2_000  # past this many ids a literal IN list costs more than one scan
 
 
-def _ids_in(ids: Sequence[str]) -> tuple[str, list[Any]]:
-    """Return ("id IN (...)", params) for `ids`: a literal list, which DuckDB answers from the ART index on id
-    (a list parameter scans the table), or for very many ids one semi-join over a scan."""
-    if len(ids) > _PROBE_MAX:
-        return "id IN (SELECT unnest(?))", [list(ids)]
-    return f"id IN ({', '.join('?' * len(ids))})", list(ids)
+def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """Return ("column IN (...)", params): a literal list, which DuckDB pushes into the scan (zone maps) and
+    answers from the ART index on id; a list parameter (list_contains) is tested row by row. For very many
+    values, one semi-join."""
+    if not values:
+        return "FALSE", []
+    if len(values) > _PROBE_MAX:
+        return f"{column} IN (SELECT unnest(?))", [list(values)]
+    return f"{column} IN ({', '.join('?' * len(values))})", list(values)

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from mnemo.errors import EmbedderMismatch, InvalidInput, NotFound, StoreLocked
+from mnemo.errors import EmbedderMismatch, InvalidInput, NotFound, StoreError, StoreLocked
 from mnemo.model import Event, Link, MemoryRecord, Turn
 from mnemo.store import SCHEMA_VERSION, Store, new_id
 from mnemo.store_pg import store_class
@@ -440,3 +440,38 @@ def test_postgres_store_offers_every_public_method_of_the_duckdb_store():
 
     public = {n for n in dir(Store) if not n.startswith("_")}
     assert sorted(public - set(dir(PgStore))) == [], "add these to mnemo/store_pg.py"
+
+
+def test_vectors_stream_into_the_index_batch_by_batch_at_open(tmp_path, monkeypatch):
+    import mnemo.store as store_mod
+
+    path = tmp_path / "s.duckdb"
+    s = Store(path, embedder="test", dim=DIM)
+    records, v = [rec(f"memory {i}", user="alice" if i % 3 else "bob") for i in range(23)], vecs(23)
+    with s.transaction():
+        s.insert_memories(records, v)
+        s.set_status(records[5].id, "forgotten", reason="test", at=T0)
+    s.close()
+    monkeypatch.setattr(store_mod, "_LOAD_BATCH", 4)  # 23 rows arrive in 6 batches
+    s = Store(path, embedder="test", dim=DIM)
+    assert len(s.index) == 23
+    assert np.allclose(s.vectors([r.id for r in records]), v, atol=1e-6)
+    hits = s.search_dense(v[7], 30, user="alice")
+    assert hits[0][0] == records[7].id
+    assert {h[0] for h in hits} == {r.id for i, r in enumerate(records) if i % 3 and i != 5}
+    s.close()
+
+
+def test_file_stores_cap_duckdbs_memory_and_a_bad_cap_is_refused(tmp_path, monkeypatch):
+    from mnemo.store import MEMORY_LIMIT_ENV
+
+    s = Store(tmp_path / "a.duckdb", embedder="test", dim=DIM)
+    assert s.con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "953.6 MiB"  # 1GB
+    s.close()
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "512MB")
+    s = Store(tmp_path / "a.duckdb", embedder="test", dim=DIM)
+    assert s.con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == "488.2 MiB"
+    s.close()
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "lots")
+    with pytest.raises(StoreError, match=MEMORY_LIMIT_ENV):
+        Store(tmp_path / "a.duckdb", embedder="test", dim=DIM)
