@@ -163,7 +163,13 @@ def _strip(sentence: str) -> tuple[str, bool, bool]:
 def _clauses(body: str) -> list[str]:
     """Return the independent clauses of a sentence: split at "; " and at "and I / but we / ..."."""
     parts = re.split(r";\s+|(?:,\s*|\s+)(?:and|but|while|whereas|so|plus)\s+(?=(?:I|we|We|my|My|our|Our)\b)", body)
-    return [p.strip(" ,.") for p in parts if p and p.strip(" ,.")]
+    out = []
+    for part in parts:
+        # A comma splice of two first-person statements ("I don't eat meat, I'm a vegetarian") is two
+        # clauses; a comma after a condition or a time ("If it rains, I stay in") is not split.
+        m = re.match(r"^((?:I|We|we)\b[^,]*),\s+((?:I|we)(?:'m|'ve| am| have| do| don't)?\s.*)$", part)
+        out += [m[1], m[2]] if m else [part]
+    return [p.strip(" ,.") for p in out if p and p.strip(" ,.")]
 
 
 def _note(text: str, source: str, *, suspicious: bool = False, category: str = "note",

@@ -114,6 +114,11 @@ def profile(c: Clause) -> list[Candidate] | None:
          or re.match(rf"^{SUBJ} (?:grew up|was born) in (?P<v>[A-Z].+)$", t))
     if m:
         return [make(c, "profile.origin", "profile", m["subj"], "origin", clean(m["v"]), raw_subject=m["subj"])]
+    # Diets before jobs: "a vegetarian" ends like "a librarian" (JOB_WORDS), and is not one.
+    m = re.match(rf"^{SUBJ} {BE} (?:now )?(?:a |an |strictly )?(?P<v>vegetarian|vegan|pescatarian|pescetarian|"
+                 r"gluten-free|lactose intolerant|keto|teetotal)\b.*$", t, re.I)
+    if m:
+        return [make(c, "profile.diet", "preference", m["subj"], "diet", m["v"].lower(), raw_subject=m["subj"])]
     m = re.match(rf"^{SUBJ} {_WORK} as (?:an? |the )?(?P<job>.+?)(?: (?:at|for|with) (?P<emp>[A-Z].*))?$", t)
     if not m:
         m = re.match(rf"^{SUBJ} {BE} (?:now |currently |still )?(?:an? |the )(?P<job>[\w -]+?)"
@@ -142,10 +147,6 @@ def profile(c: Clause) -> list[Candidate] | None:
     m = re.match(rf"^{SUBJ} (?:{BE}|just turned|turned|have turned) (?P<v>\d{{1,3}})(?: years? old| yo)?$", t)
     if m:
         return [make(c, "profile.age", "profile", m["subj"], "age", m["v"], raw_subject=m["subj"])]
-    m = re.match(rf"^{SUBJ} {BE} (?:now )?(?:a |an |strictly )?(?P<v>vegetarian|vegan|pescatarian|pescetarian|"
-                 r"gluten-free|lactose intolerant|keto|teetotal)\b.*$", t, re.I)
-    if m:
-        return [make(c, "profile.diet", "preference", m["subj"], "diet", m["v"].lower(), raw_subject=m["subj"])]
     m = re.match(rf"^{SUBJ} {BE} (?:(?:severely|very|mildly|also) )?allergic to (?P<v>.+)$", t)
     if m:
         return [make(c, "profile.allergy", "profile", m["subj"], "allergy", bare(m["v"]), single=False,

