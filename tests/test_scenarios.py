@@ -15,8 +15,9 @@ from mnemo.eval.scenarios import SCENARIO_DIR, ScenarioError, load_scenarios, pa
 MNEMO = "mnemo:default"
 # What the offline stack cannot do yet. Each entry is a real failure, reported, not a relaxed check.
 KNOWN_FAILURES = {
-    "paraphrased_duplicates/diet": "offline extractor reads 'Just so you know, I am a vegetarian.' as a job "
-                                   "('The user works as a vegetarian.') and supersedes the diet memory with it",
+    "paraphrased_duplicates/diet": "confidence evidence: the three sayings are stored once ('The user is "
+                                   "vegetarian.', 'The user likes mushrooms.'), but 'what diet does the user "
+                                   "follow' shares no content word with 'is vegetarian' and recall abstains",
     "correction/job": "confidence evidence: 'do for a living' shares no content word with 'works as a nurse' "
                       "and the dense cosine alone stays under vague_at, so a covered question abstains",
 }
