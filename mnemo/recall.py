@@ -21,6 +21,7 @@ from .clock import utc
 from .config import DecayConfig, RecallConfig
 from .errors import ConfigError, InvalidInput
 from .model import Citation, Link, MemoryRecord, Packed, Recall, Scored, TraceEntry
+from .normalise import canonical_attribute
 
 NOT_IN_RECORD = "not in the record"
 NO_ROOM = "nothing relevant fits the budget"
@@ -269,18 +270,34 @@ def query_vector(embedder: Any, query: str, names: Sequence[str]) -> np.ndarray:
     return both.sum(axis=0) / max(float(np.linalg.norm(both.sum(axis=0))), 1e-12)
 
 
-def coverage(query: str, text: str, names: Sequence[str] = ()) -> float:
+def coverage(query: str, text: str, names: Sequence[str] = (), attribute: str | None = None) -> float:
     """Return the share of the query's content words found in `text`, in [0, 1].
 
     Words are lower-cased, stop words and single letters dropped, a plural "s"
     stripped and the rest cut to four letters (crude prefix stemming: "lives",
     "lived" and "live" meet). The user's own names count as stop words, like
     "user": every memory of the user is about them, so naming them is no evidence.
-    A query with no content word covers nothing.
+    A query with no content word covers nothing. A typed memory also covers the
+    words that name its own attribute ("what diet ..." and a `diet` memory, "do for
+    a living" and a `job_title` one, through `normalise.ATTRIBUTE_SYNONYMS`): only
+    the memory of that attribute gains, so a question about an attribute the record
+    lacks stays uncovered.
     """
     skip = frozenset(w for n in names for w in _WORD.findall(n.casefold()))
     wanted = _terms(query, skip)
-    return len(wanted & _terms(text, skip)) / len(wanted) if wanted else 0.0
+    if not wanted:
+        return 0.0
+    covered = _terms(text, skip)
+    if attribute:
+        covered |= _terms(" ".join(_naming(query, attribute)), skip)
+    return len(wanted & covered) / len(wanted)
+
+
+def _naming(query: str, attribute: str) -> list[str]:
+    """Return the phrases of `query` (one to four words) that name `attribute`."""
+    words = _WORD.findall(query.casefold())
+    spans = (" ".join(words[i:i + n]) for n in (1, 2, 3, 4) for i in range(len(words) - n + 1))
+    return [p for p in spans if p not in _STOPWORDS and canonical_attribute(p) == attribute]
 
 
 def _terms(text: str, skip: frozenset[str] = frozenset()) -> set[str]:
@@ -395,7 +412,7 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     pins = [m for m in store.pinned(user, filters) if m.user == user]
     for m in candidates + pins:
         if m.id in fused:
-            fused[m.id]["coverage"] = coverage(query, m.text, names)
+            fused[m.id]["coverage"] = coverage(query, m.text, names, m.attribute)
 
     everyone = list({m.id: m for m in candidates + pins}.values())
     counts = dict(zip([m.id for m in everyone], count_many([m.text for m in everyone]), strict=True))

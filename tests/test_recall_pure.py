@@ -263,6 +263,19 @@ def test_coverage_and_evidence():
     assert evidence({"dense": -0.3, "coverage": None}) == 0.0
 
 
+def test_a_typed_memory_covers_the_words_that_name_its_attribute_and_no_other_memory_does():
+    q = "What does the user do for a living?"
+    assert coverage(q, "The user works as a nurse.", attribute="job_title") == 1.0
+    assert coverage(q, "The user works as a nurse.") == 0.0
+    assert coverage(q, "The user lives in Lisbon.", attribute="city") == 0.0
+    diet = "What diet does the user follow, and what food does the user like?"
+    assert coverage(diet, "The user is vegetarian.", attribute="diet") == pytest.approx(1 / 4)
+    assert coverage(diet, "The user likes mushrooms.", attribute="likes") == pytest.approx(1 / 4)
+    # A question about an attribute the memory does not have gains nothing from it.
+    assert coverage("What is the user's salary?", "The user is vegetarian.", attribute="diet") == 0.0
+    assert coverage("What is the user's job title?", "The user works as a nurse.", attribute="job_title") == 1.0
+
+
 def test_confidence_thresholds():
     p = [Packed(mem("a"), 0.5, 3)]
     assert confidence(p, {"a": {"dense": 0.6, "coverage": 1.0}}, CFG) == "certain"
