@@ -263,7 +263,11 @@ class IvfIndex(_Approximate):
             n = self.size
             if retrain or self._cent is None:
                 self._train(self._vecs[:n], np.ones((n, 1), dtype=np.float32))
-            lists = assign_rows(self._vecs[:n], self._cent)
+                lists = assign_rows(self._vecs[:n], self._cent)
+            else:
+                # Same centroids: the grouped rows keep their lists, and only the tail is assigned.
+                known = np.repeat(np.arange(len(self._offsets) - 1, dtype=np.int32), np.diff(self._offsets))
+                lists = np.concatenate([known, assign_rows(self._vecs[len(known):n], self._cent)])
             order = np.argsort(lists, kind="stable")
             # One permutation of every per-row array; ids keep their meaning through `_row`.
             self._vecs[:n] = self._vecs[order]

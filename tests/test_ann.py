@@ -203,3 +203,20 @@ def test_searches_running_during_appends_never_fail(kind, data):
         index.add([f"m{i}" for i in range(start, start + 100)], ["u"] * 100, vecs[start:start + 100])
     reader.join()
     assert not errors and len(index) == 4000
+
+
+def test_ivf_folds_a_tail_into_its_lists_without_reassigning_the_grouped_rows():
+    vecs = clustered(6000, seed=3)
+    index = ann.IvfIndex(DIM)
+    index.TAIL_MIN = 200
+    index.add([f"m{i}" for i in range(3000)], ["u"] * 3000, vecs[:3000])  # bulk: trained and grouped
+    cent, builds = index._cent.copy(), index.builds
+    for start in range(3000, 6000, 250):  # appends: each fold groups the tail with the same centroids
+        index.add([f"m{i}" for i in range(start, start + 250)], ["u"] * 250, vecs[start:start + 250])
+    assert index.builds > builds + 5 and np.array_equal(index._cent, cent)
+    n = index._built
+    lists = np.repeat(np.arange(len(index._offsets) - 1), np.diff(index._offsets))
+    # Every grouped row sits in the list of its nearest centroid, and every id still finds its own vector.
+    assert np.array_equal(lists, ann.assign_rows(index._vecs[:n], index._cent))
+    rows = [index._row[f"m{i}"] for i in range(6000)]
+    assert np.allclose(index._vecs[rows], vecs, atol=1e-6)
