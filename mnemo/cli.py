@@ -271,8 +271,9 @@ def _load_object(spec: str) -> Any:
 
 
 @serve_app.command("http")
-def serve_http(store_dir: str = typer.Option(None, help="One <tenant>.duckdb per tenant here "
-                                                        "(default: a throwaway in-memory store per tenant)."),
+def serve_http(store_dir: str = typer.Option(None, help="One <tenant>.duckdb per tenant in this folder, or one "
+                                                        "schema per tenant of this postgresql:// DSN (default: a "
+                                                        "throwaway in-memory store per tenant)."),
                keys: Path = typer.Option(None, help="File of API keys, KEY:TENANT a line or a JSON object "
                                                     "(default: $MNEMO_API_KEYS='KEY:TENANT,...')."),
                host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
@@ -290,8 +291,9 @@ def serve_http(store_dir: str = typer.Option(None, help="One <tenant>.duckdb per
     """Serve the library over HTTP (FastAPI): API keys map to tenants, one store per tenant, quotas, /readyz."""
     from .server.http import serve
     from .server.tenants import ServerConfig, load_keys
+    from .store_pg import is_dsn
 
-    if store_dir:
+    if store_dir and not is_dsn(store_dir):
         Path(store_dir).mkdir(parents=True, exist_ok=True)
     else:
         Console(stderr=True).print("[yellow]no --store-dir: every tenant's memories are lost when the server stops"

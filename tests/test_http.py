@@ -272,3 +272,46 @@ def test_load_run_loses_no_writes(app, base_url):
     assert result["errors"] == 0, result
     assert result["writes"] > 0 and result["recalls"] > 0
     assert result["lost_writes"] == 0, result
+
+
+def test_tenants_on_postgres_get_a_schema_each_survive_a_restart_and_lose_no_concurrent_writes():
+    import uuid
+
+    import psycopg
+    from conftest import require_postgres
+
+    from mnemo.server.tenants import tenant_location
+    from mnemo.store_pg import split_dsn
+
+    dsn = require_postgres()
+    store_dir = f"{dsn}{'&' if '?' in dsn else '?'}schema=h{uuid.uuid4().hex[:8]}"
+    schemas = {t: split_dsn(tenant_location(store_dir, t))[1] for t in ("acme", "globex", "fuzz")}
+    assert len(set(schemas.values())) == 3
+    cfg = ServerConfig(store_dir=store_dir, embedder="hash", quota_calls=100_000)
+    try:
+        with running(create_app(KEYS, cfg)) as url:
+            a = httpx.post(f"{url}/v1/remember", headers=_auth(KEY_A), timeout=30,
+                           json={"text": "I moved from Berlin to Lisbon last week.", "user": "alice"})
+            assert a.status_code == 200, a.text
+            mid = a.json()["added"][0]["id"]
+            r = httpx.post(f"{url}/v1/recall", headers=_auth(KEY_A), timeout=30,
+                           json={"query": "Where do I live now?", "user": "alice"}).json()
+            assert mid in [p["memory"]["id"] for p in r["memories"]]
+            assert httpx.get(f"{url}/v1/memories/{mid}", headers=_auth(KEY_B)).status_code == 404
+            spec = importlib.util.spec_from_file_location("load_http", ROOT / "benchmarks" / "load_http.py")
+            load = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(load)
+            result = load.run(url, KEY_FUZZ, seconds=3.0, threads=4)
+            assert result["errors"] == 0 and result["lost_writes"] == 0, result
+            assert result["writes"] > 0 and result["recalls"] > 0
+        with running(create_app(KEYS, cfg)) as url:  # a restart finds each tenant's schema as it was left
+            got = httpx.get(f"{url}/v1/memories/{mid}", headers=_auth(KEY_A))
+            assert got.status_code == 200 and "Lisbon" in got.json()["text"]
+            assert httpx.get(f"{url}/v1/memories", headers=_auth(KEY_B)).json()["memories"] == []
+        with psycopg.connect(split_dsn(dsn)[0], autocommit=True) as con:
+            found = {r[0] for r in con.execute("SELECT nspname FROM pg_namespace").fetchall()}
+        assert {schemas["acme"], schemas["fuzz"]} <= found
+    finally:
+        with psycopg.connect(split_dsn(dsn)[0], autocommit=True) as con:
+            for schema in schemas.values():
+                con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

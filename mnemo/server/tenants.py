@@ -1,11 +1,13 @@
 """Tenants of the HTTP service: API keys, one store per tenant, its locks, quotas and the request size limit.
 
 Tenant model: the server maps each API key to a tenant (`load_keys`, the one place
-that reads MNEMO_API_KEYS), and every tenant gets its own store: the DuckDB file
-`<store_dir>/<tenant>.duckdb` (or its own ":memory:" database). Memory ids, users,
-turns and exports of one tenant live in another file than any other tenant's, so
-no route can reach across, whatever id or user a client sends. Inside a tenant,
-`user` is the library's free-form namespace, as in `Memory.remember(user=...)`.
+that reads MNEMO_API_KEYS), and every tenant gets its own store (`tenant_location`):
+the DuckDB file `<store_dir>/<tenant>.duckdb`, its own ":memory:" database, or, when
+`store_dir` is a postgresql:// DSN, its own schema of that database. Memory ids,
+users, turns and exports of one tenant live in another file (or schema) than any
+other tenant's, so no route can reach across, whatever id or user a client sends.
+Inside a tenant, `user` is the library's free-form namespace, as in
+`Memory.remember(user=...)`.
 
 Concurrency: DuckDB has one writer per database, and one connection must not be
 used by two threads at once. Each tenant has one `Memory` whose connection only
@@ -13,7 +15,9 @@ writers use, and a readers-writer lock: writes (remember, add, forget, assess wi
 tools) take it exclusively and so run one at a time; reads (recall, list, history,
 audit, export) share it, each on its thread's own DuckDB cursor through a
 `StoreView` that shares the vector index and locks of the tenant's store. Readers
-never see a half-applied write (the writer holds the lock until it commits).
+never see a half-applied write (the writer holds the lock until it commits). On
+PostgreSQL the store's one connection serialises statements itself and the server
+allows many writer processes, so readers share the tenant's Memory.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from fastapi.responses import JSONResponse
 
 from ..errors import ConfigError, MnemoError
 from ..store import Store
+from ..store_pg import is_dsn, split_dsn, store_class
 
 TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MIN_KEY_CHARS = 16
@@ -54,7 +59,9 @@ class QuotaExceeded(MnemoError):
 
 @dataclass(frozen=True)
 class ServerConfig:
-    store_dir: str | None = None  # one <tenant>.duckdb per tenant here; None = a ":memory:" store per tenant
+    # One <tenant>.duckdb per tenant in this folder, or one schema per tenant of this postgresql:// DSN;
+    # None = a ":memory:" store per tenant.
+    store_dir: str | None = None
     embedder: str | None = None  # embedder spec for new stores (existing stores keep theirs); None = auto
     llm: str | None = None  # offline | live | record:PATH | replay:PATH (None: MNEMO_LLM, else offline)
     recipe: str | None = None  # named config recipe for every tenant's Memory
@@ -168,6 +175,8 @@ class Tenant:
 
     def view(self) -> Any:
         """Return a copy of the Memory whose store runs on a fresh cursor (for one thread or one stream)."""
+        if not isinstance(self.mem.store, Store):
+            return self.mem  # PostgreSQL: the store serialises its statements on its one connection
         # cursor() reads the shared connection object, so two threads must not call it at once.
         with self._cursor_lock:
             con = self.mem.store.con.cursor()
@@ -291,8 +300,8 @@ class Tenants:
 
         if self._opener is not None:
             return self._opener(name)
-        path = ":memory:" if self.cfg.store_dir is None else str(Path(self.cfg.store_dir) / f"{name}.duckdb")
-        recorded = Store.recorded_embedder(path)
+        path = tenant_location(self.cfg.store_dir, name)
+        recorded = store_class(path).recorded_embedder(path)
         # An existing store is opened with the embedder it was written with.
         embedder = embedder_spec(recorded) if recorded else self.cfg.embedder
         return Memory.open(path, embedder=embedder, llm=self.cfg.llm, config=self.cfg.recipe)
@@ -302,6 +311,23 @@ class Tenants:
             for tenant in self._open.values():
                 tenant.close()
             self._open.clear()
+
+
+def tenant_location(store_dir: str | None, name: str) -> str:
+    """Return where tenant `name`'s store lives: ":memory:", <store_dir>/<name>.duckdb, or a schema of a DSN.
+
+    On PostgreSQL the schema is <prefix>_<name as an identifier>_<8 hex of its sha256>, the prefix being the
+    DSN's own ?schema= (default "mnemo"): two tenant names that read alike as identifiers ("a-b", "a_b")
+    still get two schemas.
+    """
+    if store_dir is None:
+        return ":memory:"
+    if not is_dsn(store_dir):
+        return str(Path(store_dir) / f"{name}.duckdb")
+    base, prefix = split_dsn(store_dir)
+    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:24] or "t"
+    schema = f"{prefix[:24]}_{slug}_{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}"
+    return f"{base}{'&' if '?' in base else '?'}schema={schema}"
 
 
 def _digest(key: str) -> str:
