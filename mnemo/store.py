@@ -52,6 +52,7 @@ _TIMES = {"created_at", "valid_from", "last_accessed", "expires_at", "status_at"
 # Its ignore pattern (\.|[^a-z0-9])+ split on whitespace leaves exactly the runs of [a-z0-9], found here in one pass.
 _TOKENS = "regexp_extract_all(lower(strip_accents({})), '[a-z0-9]+')"
 _STOPWORDS = pa.table({"sw": (Path(__file__).parent / "assets" / "stopwords_english.txt").read_text().split()})
+_STOPWORD_SET = frozenset(_STOPWORDS.column("sw").to_pylist())
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
@@ -554,11 +555,10 @@ class Store:
 
     def _analyse(self, text: str) -> list[str]:
         """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
-        stopwords = _STOPWORDS  # noqa: F841 - read by DuckDB
-        rows = self.con.execute(
-            f"""SELECT DISTINCT stem(tok, 'porter') FROM (SELECT unnest({_TOKENS.format('?::VARCHAR')}) AS tok)
-            WHERE tok NOT IN (SELECT sw FROM stopwords)""", [_text(text, "query")]).fetchall()
-        return sorted(r[0] for r in rows)
+        # One short statement (no scan of the stopword table per query): the stopwords are dropped here.
+        rows = self.con.execute(f"SELECT DISTINCT tok, stem(tok, 'porter') FROM (SELECT unnest("
+                                f"{_TOKENS.format('?::VARCHAR')}) AS tok)", [_text(text, "query")]).fetchall()
+        return sorted({stem for tok, stem in rows if tok not in _STOPWORD_SET})
 
     def search_lexical(self, query: str, k: int, *, user: str,
                        filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
