@@ -436,7 +436,7 @@ def archive_pull(prefix: str = typer.Argument(..., help="What `push` wrote, e.g.
 
 
 @app.command("eval")
-def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realtalk | beam | mquake | prefeval"),
+def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realtalk | beam | mquake | prefeval | meme"),
           recipes: list[str] = typer.Option(None, "--recipe", "-r", help="Recipe to run; repeat for several "
                                             "(default: dense, bm25, hybrid for locomo / realtalk, else default)."),
           llm: str = typer.Option("offline", "--llm", help="Model mode: offline | live | record:PATH | replay:PATH."),
@@ -445,8 +445,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
                                     "cases / topics."),
           budgets: str = typer.Option("256,512,1024,2048", help="locomo / realtalk: comma-separated budgets "
                                       "for budgeted recall ('' to skip it)."),
-          budget: int = typer.Option(None, help="beam / mquake / prefeval: recall budget in tokens "
-                                     "(default 512, 64, 512)."),
+          budget: int = typer.Option(None, help="beam / mquake / prefeval / meme: recall budget in tokens "
+                                     "(default 512, 64, 512, 512)."),
           write: str = typer.Option("structured", help="mquake: how edits are written: structured | text."),
           inter_turns: int = typer.Option(100, help="prefeval: distractor pairs between preference and question."),
           form: str = typer.Option("explicit", help="prefeval: explicit | choice | persona."),

@@ -294,7 +294,7 @@ def run_realtalk(recipes: Sequence[str] = ("dense", "bm25", "hybrid"), **kw: Any
     return run_dialog("realtalk", recipes, **kw)
 
 
-BENCHMARKS = ("locomo", "realtalk", "beam", "mquake", "prefeval")
+BENCHMARKS = ("locomo", "realtalk", "beam", "mquake", "prefeval", "meme")
 # Retrieval benchmarks compare the retrievers; the others run the default write + recall path.
 DEFAULT_RECIPES = {"locomo": ("dense", "bm25", "hybrid"), "realtalk": ("dense", "bm25", "hybrid")}
 
@@ -305,11 +305,11 @@ def run_benchmark(name: str, recipes: Sequence[str] | None = None, **kwargs: Any
     Keyword arguments go to the runner: limit, embedder, llm, progress, and the runner's own
     (budgets for locomo / realtalk; budget; write for mquake; form and inter_turns for prefeval).
     """
-    from mnemo.eval import bench_updates
+    from mnemo.eval import bench_meme, bench_updates
 
     runners: dict[str, Callable[..., BenchResult]] = {
         "locomo": run_locomo, "realtalk": run_realtalk, "beam": bench_updates.run_beam,
-        "mquake": bench_updates.run_mquake, "prefeval": bench_updates.run_prefeval,
+        "mquake": bench_updates.run_mquake, "prefeval": bench_updates.run_prefeval, "meme": bench_meme.run_meme,
     }
     if name not in runners:
         raise ConfigError(f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)} (or scenarios)")
@@ -327,6 +327,7 @@ SUMMARY_COLUMNS = {
     "beam": ["n", "current", "stale", "superseded_shown", "both_surfaced", "abstained", "evidence_recall", "tokens"],
     "mquake": ["n", "current_top1", "current_packed", "stale", "chain_recall", "stale_shown", "cascade_ok", "tokens"],
     "prefeval": ["n", "R@5", "R@10", "RR", "pref_packed", "abstained", "tokens"],
+    "meme": ["n", "passed", "real_pass", "context_recall", "leaked", "stale", "abstained", "items", "tokens"],
 }
 
 
