@@ -121,10 +121,12 @@ _REMEMBER = re.compile(r"^(?:(?:can|could|would|will) you |please |pls )*(?P<ver
                        r"don't forget|do not forget|make a note|take note|note down|save|store|keep|log|bookmark)"
                        r"(?: (?:that|the fact that))?\s*[:,-]?\s*(?P<rest>.*)$", re.I)
 _THIS = re.compile(r"^(?:this|that|it|what I just said|the last (?:message|one|thing))(?: (?:for later|for me|"
-                   r"please|too|down|in mind|in memory|as well))*$", re.I)
+                   r"please|too|down|in mind|in memory|as well|from (?:your |the )?memor(?:y|ies)))*$", re.I)
 _FORGET = re.compile(r"^(?:(?:can|could|would|will) you |please |pls )*(?P<verb>forget|delete|erase|remove|wipe|"
                      r"discard|unlearn|stop remembering)\s+(?P<rest>.+)$", re.I)
-_FIRST_PERSON = re.compile(r"\b(?:my|me|i|mine|i've|i'm)\b|\bthe (?:note|memory|memories|fact|entry|thing)s?\b", re.I)
+# Whose is the thing to delete: mine, a note, or anything "from your memory" (the request names the memory itself).
+_FIRST_PERSON = re.compile(r"\b(?:my|me|i|mine|i've|i'm)\b|\bthe (?:note|memory|memories|fact|entry|thing)s?\b|"
+                           r"\bfrom (?:your |the )?memor(?:y|ies)\b", re.I)
 # Words of praise and social glue: a statement made only of these is small talk, not a memory.
 _SOCIAL = frozenset(stem(w) for w in (
     "wow awesome amazing great cool nice glad happy sound sounds congratulations congrats luck proud wonderful "
@@ -206,6 +208,7 @@ class _Turn:
     def __init__(self, now: datetime | None, context: Sequence[Turn], cfg: WriteConfig, commands: bool):
         self.now, self.context, self.cfg, self.commands = now, list(context), cfg, commands
         self.found: list[Candidate] = []
+        self.sentences: list[list[Candidate]] = []  # what each sentence of the turn gave, so far
 
 
 def _points_back(body: str) -> bool:
@@ -243,10 +246,18 @@ def _forget(rest: str, source: str, t: _Turn) -> list[Candidate]:
     meta: dict = {"source_text": source, "rule": "command.forget", "extractor": EXTRACTOR}
     subject = attr = value = qualifier = scope = None
     if _THIS.match(target):
-        return [replace(c, command="forget", text=c.text, meta={**c.meta, "rule": "command.forget.context",
+        # "X. Please delete that from your memory.": "that" is the turn's own last statement, which is then
+        # never written; as a forget command it also retires what is stored of it. Else it is the last turn.
+        k = next((k for k in range(len(t.sentences) - 1, -1, -1)
+                  if t.sentences[k] and all(c.command is None for c in t.sentences[k])), None)
+        said, rule = (t.sentences[k], "command.forget.same_turn") if k is not None else (
+            _from_context(t, source), "command.forget.context")
+        if k is not None:
+            t.sentences[k] = []
+        return [replace(c, command="forget", text=c.text, meta={**c.meta, "rule": rule,
                                                                 "forget": {"terms": [], "qualifier": None,
                                                                            "scope": None}})
-                for c in _from_context(t, source)]
+                for c in said]
     m_all = re.match(r"^(?:all|everything|every memory|all (?:of )?(?:my |your |the )?(?:memories|data|notes|"
                      r"information))(?: you (?:know|have|remember))?(?: about me)?$", target, re.I)
     m_about = re.match(r"^(?:(?:everything|anything|all|what) )?(?:(?:I|we) (?:said|told you|mentioned|wrote)|you know"
@@ -384,10 +395,9 @@ def _extract(text: str, context: Sequence[Turn], now: datetime | None, cfg: Writ
              commands: bool) -> list[Candidate]:
     """Return the candidates of `text`; `commands=False` for text quoted from another turn."""
     t = _Turn(now, context, cfg, commands=commands and not _INJECTION.search(text))
-    out: list[Candidate] = []
     for raw in sentences(text):
-        out.extend(_sentence(raw, t))
-    return out
+        t.sentences.append(_sentence(raw, t))
+    return [c for said in t.sentences for c in said]
 
 
 def extract_offline(text: str, context: Sequence[Turn] = (), now: datetime | None = None,

@@ -57,6 +57,7 @@ attribute or value, is refused ("too broad"); no match -> op "ignore", reason
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -77,6 +78,7 @@ PREFERENCE_FAMILY = frozenset({"likes", "preference", "uses", "drinks", "eats", 
 # Tried only when the named attribute itself matches nothing ("forget my address" with only a city stored).
 FORGET_ALIASES = {"address": ("city",), "city": ("address",), "job_title": ("employer",)}
 CAUSE_OVERLAP = 0.6  # share of the cause's words a failure must contain to be its cause
+_IDENTIFIER = re.compile(r"\d|[./@]")  # a token that is a value of its own: digits, a host, a path, an address
 # Words of a forget request that name no memory: "user" and "team" are in every third-person memory text.
 _COMMAND_WORDS = frozenset(stem(w) for w in ("forget", "delete", "erase", "remove", "wipe", "said", "told", "about",
                                              "everything", "anything", "all", "memory", "memories", "user", "team"))
@@ -176,6 +178,12 @@ def _forget_match(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, t
     terms = (set(spec.get("terms") or ()) or content_tokens(c.text)) - _COMMAND_WORDS
     if terms and terms <= words and (not subj or msubj == subj):
         return "terms"
+    # "X. Please delete that": a statement withdrawn as a whole also names the memories holding its
+    # identifiers (a URL, a number, an id), however they were worded when stored.
+    if c.meta.get("rule") in ("command.forget.same_turn", "command.forget.context") and not spec.get("terms"):
+        marks = {w for w in terms if _IDENTIFIER.search(w)}
+        if marks and marks <= words and (not subj or msubj == subj):
+            return "identifier"
     if sim >= threshold and (not subj or msubj == subj):
         return "similarity"
     return None

@@ -25,8 +25,6 @@ KNOWN_FAILURES = {
                       "Hyunwoo Nam', so the stale recipient is packed as current next to James Lee",
     "sw_033/after/2": "no dependency tracking: 'Code reviews go to Seoyun Choi' stays current after the team lead "
                       "changes, and recall is confident",
-    "sw_033/after/3": "'The log drain endpoint is X. Please delete that from your memory.' is not taken as a forget "
-                      "request (delete + 'that' + 'your memory'), so X is stored again and packed",
 }
 
 

@@ -171,3 +171,22 @@ def test_every_report_records_its_provenance(mem):
     assert rep.provenance["embedder"] == "hash-bow-384"
     assert rep.provenance["llm"]["mode"] == "offline"
     assert mem.recall("Berlin", user="alice").provenance["embedder"] == "hash-bow-384"
+
+
+def test_a_statement_withdrawn_in_the_same_turn_is_never_stored_and_retires_what_was_stored(mem):
+    first = mem.remember("Logs drain to stream.velturis.io/aurora.", user="ops")
+    assert first.added
+    kept = mem.remember("The on-call rota lives at wiki.aurora.dev/rota.", user="ops").added[0]
+    rep = mem.remember("The log drain endpoint is stream.velturis.io/aurora. Please delete that from your memory.",
+                       user="ops")
+    assert rep.added == []
+    assert [m.id for m, _ in rep.forgotten] == [first.added[0].id]  # worded otherwise, same identifier
+    assert mem.get(first.added[0].id).status == "forgotten"
+    assert mem.get(kept.id).status == "active"
+    assert "velturis" not in " ".join(p.memory.text for p in mem.recall("log drain endpoint", user="ops").memories)
+    # Said and withdrawn at once: nothing is written, nothing else is touched.
+    assert mem.remember("My PIN is 4321. Actually, forget that.", user="ops").added == []
+    assert all("4321" not in m.text for m in mem.memories(user="ops", include_inactive=True))
+    # "delete that" with nothing said before it in the turn still means the previous turn.
+    mem.remember("My locker code is 9911.", user="ops")
+    assert mem.remember("Please delete that from your memory.", user="ops").forgotten
