@@ -1,4 +1,4 @@
-"""Real-benchmark runners: LoCoMo and REALTALK retrieval, BEAM, MQuAKE-hard and PrefEval through mnemo.
+"""Real-benchmark runners: LoCoMo and REALTALK retrieval, BEAM, MQuAKE-hard, PrefEval and MEME through mnemo.
 
     res = run_benchmark("locomo", recipes=["dense", "bm25", "hybrid"], limit=2)
     res.rows, res.aggregates              # one row per question and recipe; means by group
@@ -303,7 +303,8 @@ def run_benchmark(name: str, recipes: Sequence[str] | None = None, **kwargs: Any
     """Return the result of benchmark `name` (one of BENCHMARKS) under `recipes` (its defaults when None).
 
     Keyword arguments go to the runner: limit, embedder, llm, progress, and the runner's own
-    (budgets for locomo / realtalk; budget; write for mquake; form and inter_turns for prefeval).
+    (budgets for locomo / realtalk; budget; write for mquake; form and inter_turns for prefeval; budget for
+    meme, whose one episode is a development check, never a score: see `bench_meme`).
     """
     from mnemo.eval import bench_meme, bench_updates
 
@@ -331,17 +332,21 @@ SUMMARY_COLUMNS = {
 }
 
 
+_COUNTS = frozenset({"n", "probes", "errors"})  # columns that count things: shown whole, never "4.000"
+
+
 def summary(benchmark: str, aggregates: dict[str, dict[str, float]]) -> tuple[list[str], list[list[str]]]:
     """Return (header, rows) of a summary table: one row per aggregate group, the benchmark's main columns."""
     wanted = SUMMARY_COLUMNS["dialog" if benchmark in ("locomo", "realtalk") else benchmark]
     present = [c for c in wanted if any(c in a for a in aggregates.values())]
 
-    def cell(v: Any) -> str:
+    def cell(column: str, v: Any) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return "-"
-        return f"{v:.0f}" if isinstance(v, float) and v == int(v) and abs(v) >= 10 else f"{v:.3f}"
+        whole = isinstance(v, float) and v == int(v) and (abs(v) >= 10 or column in _COUNTS)
+        return f"{v:.0f}" if whole else f"{v:.3f}"
 
-    return ["group", *present], [[g, *(cell(a.get(c)) for c in present)] for g, a in aggregates.items()]
+    return ["group", *present], [[g, *(cell(c, a.get(c)) for c in present)] for g, a in aggregates.items()]
 
 
 def run_eval(benchmark: str, *, recipes: Sequence[str] | None = None, llm: str = "offline",
