@@ -64,6 +64,18 @@ def require_postgres() -> str:
     return os.environ["MNEMO_TEST_PG_DSN"]
 
 
+def require_data(*names: str) -> Path:
+    """Return $MNEMO_DATA_DIR: skip when it is unset (locally), fail when it is set but lacks one of `names`/."""
+    raw = os.environ.get("MNEMO_DATA_DIR", "").strip()
+    if not raw:
+        pytest.skip("MNEMO_DATA_DIR is not set (CI sets it); these tests need the benchmark data")
+    path = Path(raw).expanduser()
+    missing = [n for n in names if not (path / n).is_dir()]
+    if missing:
+        pytest.fail(f"MNEMO_DATA_DIR={raw} is set but lacks {', '.join(missing)}/; fix it or unset it", pytrace=False)
+    return path
+
+
 class Backend:
     """Opens stores of one backend for one test and removes them afterwards."""
 

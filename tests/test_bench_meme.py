@@ -10,11 +10,11 @@ never weakened, and the test turns red when mnemo starts passing it (update KNOW
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import require_data
 
 from mnemo.eval import bench, bench_meme, datasets
 
@@ -31,13 +31,7 @@ KNOWN_FAILURES = {
 @pytest.fixture(scope="module")
 def data_dir() -> Path:
     """The benchmark folder: skip when MNEMO_DATA_DIR is unset, fail when it is set but lacks meme/."""
-    raw = os.environ.get("MNEMO_DATA_DIR", "").strip()
-    if not raw:
-        pytest.skip("MNEMO_DATA_DIR is not set (CI sets it); the MEME tests need the data")
-    path = Path(raw).expanduser()
-    if not (path / "meme").is_dir():
-        pytest.fail(f"MNEMO_DATA_DIR={raw} is set but lacks meme/; fix it or unset it", pytrace=False)
-    return path
+    return require_data("meme")
 
 
 @pytest.fixture(scope="module")

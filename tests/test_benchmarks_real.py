@@ -8,10 +8,10 @@ The full runs (`mnemo eval locomo ...`) are not tests; these take a few conversa
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import pytest
+from conftest import require_data
 
 from mnemo.embed import make_embedder
 from mnemo.eval import bench, bench_updates, datasets
@@ -20,14 +20,7 @@ from mnemo.eval import bench, bench_updates, datasets
 @pytest.fixture(scope="module")
 def data_dir() -> Path:
     """The benchmark folder: skip when MNEMO_DATA_DIR is unset, fail when it is set but unusable."""
-    raw = os.environ.get("MNEMO_DATA_DIR", "").strip()
-    if not raw:
-        pytest.skip("MNEMO_DATA_DIR is not set (CI sets it); the real-benchmark tests need the data")
-    path = Path(raw).expanduser()
-    missing = [n for n in ("locomo", "realtalk", "beam", "mquake_hard", "prefeval") if not (path / n).is_dir()]
-    if missing:
-        pytest.fail(f"MNEMO_DATA_DIR={raw} is set but lacks {', '.join(missing)}/; fix it or unset it", pytrace=False)
-    return path
+    return require_data("locomo", "realtalk", "beam", "mquake_hard", "prefeval")
 
 
 @pytest.fixture(scope="module")

@@ -186,6 +186,15 @@ def _session_time(session: datasets.Session, previous: datetime) -> datetime:
     return utc(session.date_time) if session.date_time else previous + timedelta(days=1)
 
 
+def session_times(conv: datasets.Conversation) -> list[datetime]:
+    """Return the time of each session of `conv`, in order (`_session_time` from EPOCH on)."""
+    times, at = [], EPOCH
+    for s in conv.sessions:
+        at = _session_time(s, at)
+        times.append(at)
+    return times
+
+
 # LoCoMo and REALTALK: turn- and session-level retrieval, budgeted recall ----------------------
 
 DIALOG_KEYS = ("R@5", "R@10", "nDCG@10", "RR", "S_R@5", "S_R@10", "S_nDCG@10", "recall_any@10", "recall_all@10")
@@ -216,11 +225,7 @@ def run_dialog(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid"), 
         turns = conv.turns
         corpus = [t.dia_id for t in turns]
         vecs = bench.emb.embed([t.document for t in turns])
-        at = EPOCH
-        times = []
-        for s in conv.sessions:
-            at = _session_time(s, at)
-            times.append(at)
+        times = session_times(conv)
         mems = bench.open(max(times) + timedelta(days=1))
         dia_of: dict[str, str] = {}
         for w in bench.writers(mems):

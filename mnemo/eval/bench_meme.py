@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from mnemo.eval import datasets, metrics
-from mnemo.eval.bench import EPOCH, Bench, BenchResult, Progress, _group, _session_time
+from mnemo.eval.bench import Bench, BenchResult, Progress, _group, session_times
 from mnemo.eval.bench_updates import _guard
 from mnemo.memory import Memory
 
@@ -64,10 +64,7 @@ def run_meme(recipes: Sequence[str] = ("default",), *, limit: int | None = None,
     bench = Bench(recipes, embedder, llm)
     rows: list[dict[str, Any]] = []
     for ci, conv in enumerate(convs):
-        times, at = [], EPOCH
-        for s in conv.sessions:
-            at = _session_time(s, at)
-            times.append(at)
+        times = session_times(conv)
         mems = bench.open(times[0])
         qs = [q for q in ds.questions if q.conversation_id == conv.id]
         for si, (s, when) in enumerate(zip(conv.sessions, times, strict=True)):

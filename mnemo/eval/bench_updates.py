@@ -16,7 +16,7 @@ from typing import Any
 
 from mnemo.errors import ConfigError
 from mnemo.eval import datasets, metrics
-from mnemo.eval.bench import EPOCH, Bench, BenchResult, Progress, _group, _run_of, _session_time, ranking
+from mnemo.eval.bench import EPOCH, Bench, BenchResult, Progress, _group, _run_of, ranking, session_times
 
 NAN = math.nan
 
@@ -59,10 +59,7 @@ def run_beam(recipes: Sequence[str] = ("default",), *, limit: int | None = None,
     bench = Bench(recipes, embedder, llm)
     rows: list[dict[str, Any]] = []
     for ci, conv in enumerate(convs):
-        times, at = [], EPOCH
-        for s in conv.sessions:
-            at = _session_time(s, at)
-            times.append(at)
+        times = session_times(conv)
         mems = bench.open(max(times) + timedelta(days=1))
         for w in bench.writers(mems):
             for s, when in zip(conv.sessions, times, strict=True):
