@@ -51,6 +51,7 @@ from .normalise import (
     KNOWN_ATTRIBUTES,
     MONTHS,
     PAST_VERBS,
+    ROLE_ATTRIBUTES,
     canonical_attribute,
     parse_date,
     third_person,
@@ -251,10 +252,20 @@ def attribute(c: Clause) -> list[Candidate] | None:
                 break
         if attr:
             own = m["own"].replace("’", "'").removesuffix("'s")
-            if own.lower() == "the":
+            if own.lower() == "the" and not rest and canonical_attribute(attr) in ROLE_ATTRIBUTES:
+                thing = "Our"  # "The team lead is X": the speaker's team's
+            elif own.lower() == "the":
                 thing = rest or None
             else:
                 thing = f"{own} {rest.removesuffix(chr(39) + 's')}".strip() if rest else own
+    elif m := re.match(r"^(?P<v>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,3}) (?:is|'s) (?:now )?(?P<own>our|my|the) "
+                       r"(?P<new>new )?(?P<np>[a-z][\w -]{1,30})$", c.text):
+        # "Jihoon Ryu is our new team lead": a person named into a role; "new" says it changed.
+        if canonical_attribute(m["np"]) in ROLE_ATTRIBUTES:
+            thing = "My" if m["own"] == "my" else "Our"
+            return [make(c, "attribute.role", "fact", thing, canonical_attribute(m["np"]), clean(m["v"]),
+                         raw_subject=thing, change=c.change or bool(m["new"]))]
+        return None
     else:
         m = re.match(r"^(?:the )?(?P<attr>[\w -]{2,30}?) (?:for|of) (?:the |our |my )?(?P<thing>[\w' -]{2,40}?) "
                      r"(?:is|are|was|=|:|is now|will be|has been) (?:now )?(?P<v>.+)$", c.text, re.I)

@@ -41,7 +41,8 @@ ATTRIBUTE_SYNONYMS = {
     "position": "job_title", "occupation": "job_title", "profession": "job_title", "career": "job_title",
     "for a living": "job_title", "line of work": "job_title",
     "employer": "employer", "company": "employer", "workplace": "employer",
-    "manager": "manager", "boss": "manager",
+    "manager": "manager", "boss": "manager", "team lead": "team_lead", "team leader": "team_lead",
+    "tech lead": "tech_lead", "technical lead": "tech_lead", "product owner": "product_owner",
     "birthday": "birthday", "date of birth": "birthday", "age": "age",
     "password": "password", "budget": "budget", "capacity": "capacity", "version": "version",
     "payment terms": "payment_terms", "minimum order quantity": "min_order_quantity", "moq": "min_order_quantity",
@@ -51,6 +52,8 @@ ATTRIBUTE_SYNONYMS = {
     "release date": "release_date", "eta": "eta", "currency": "currency", "discount": "discount",
     "username": "username", "website": "website", "url": "url", "team": "team", "office": "office",
 }
+# Roles in a team: "the team lead is X" said in a team's chat means our team lead.
+ROLE_ATTRIBUTES = frozenset({"team_lead", "tech_lead", "manager", "product_owner"})
 # Attributes a generic "the X of Y is Z" / "my X is Z" sentence may name without being a record.
 KNOWN_ATTRIBUTES = frozenset(ATTRIBUTE_SYNONYMS) | {"colour", "color", "size", "limit", "headcount", "revenue",
                                                     "pin", "code", "number", "schedule", "plan"}

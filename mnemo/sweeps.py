@@ -194,7 +194,9 @@ def run_point(notebook: str, folder: str, params: dict[str, Any], context: dict[
     """Execute one point headless and return its status; never raises (a failure is written to error.txt).
 
     `params` are the point's own parameters (recorded); `context` holds injected values that
-    are not part of its identity (out_dir, store_path, paths the notebook reads).
+    are not part of its identity (out_dir, store_path, paths the notebook reads). papermill
+    runs the kernel from `folder` by changing the process's working directory: run points
+    in separate processes (as `sweep` does), never in threads of one process.
     """
     import papermill as pm
 

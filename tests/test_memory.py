@@ -190,3 +190,16 @@ def test_a_statement_withdrawn_in_the_same_turn_is_never_stored_and_retires_what
     # "delete that" with nothing said before it in the turn still means the previous turn.
     mem.remember("My locker code is 9911.", user="ops")
     assert mem.remember("Please delete that from your memory.", user="ops").forgotten
+
+
+def test_a_role_named_in_chat_is_a_fact_and_a_new_holder_supersedes_it(mem):
+    old = mem.remember("The team lead is Seokjin Kang.", user="dev").added
+    assert [(m.subject, m.attribute, m.value) for m in old] == [("team", "team_lead", "Seokjin Kang")]
+    rep = mem.remember("Jihoon Ryu is our new team lead. Any tips?", user="dev")
+    assert [s.old.id for s in rep.superseded] == [old[0].id]
+    assert mem.get(old[0].id).status == "superseded"
+    assert mem.remember("Our team lead is Jihoon Ryu.", user="dev").added == []  # said again: a duplicate
+    assert [(m.subject, m.attribute, m.value) for m in mem.remember("Ana is my new manager.", user="dev").added] \
+        == [("user", "manager", "Ana")]
+    # Not a role: stays a plain note, names nobody into anything.
+    assert all(m.attribute is None for m in mem.remember("Paris is the capital.", user="dev").added)

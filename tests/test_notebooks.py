@@ -7,7 +7,8 @@ import ast
 import json
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 import nbformat
@@ -101,7 +102,9 @@ def runs(tmp_path_factory) -> dict[str, dict]:
     """Run the five notebooks headless, two at a time; return each one's results.json by name."""
     root = tmp_path_factory.mktemp("notebooks")
     params = tiny_params(root)
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    # Processes, as `sweep` uses: papermill changes the process's working directory for each point, so two
+    # points in threads of one process race for it (a relative recipe_dir then lands in the wrong folder).
+    with ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn")) as pool:
         futures = {name: pool.submit(sweeps.run_point, str(NOTEBOOKS / f"{name}.ipynb"), str(root / name),
                                      params[name], {"out_dir": str(root / name)}, grid="smoke")
                    for name in NAMES}
