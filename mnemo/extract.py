@@ -141,6 +141,20 @@ _PAST = re.compile(r"^(?:I|we)(?: \w+ly| just| also)? (?:\w+ed|went|met|had|saw|
                    r"gave|told|left|found|spent|came|began|wrote|drove|won|lost|paid|sent)\b", re.I)
 
 
+# "...; if the team lead changes, this assignment would change": the statement holds only while a root fact does.
+_DEPENDS = re.compile(r"(?:\s*[;,]\s*|\s+[—–-]+\s+|\s+)(?:and )?if (?:the|our|my) (?P<root>[a-z][\w -]{1,30}?) "
+                      r"(?:ever )?changes?,? (?:then )?(?:this|that|it|these|those)(?: \w+)? (?:would|will|might|may|could|"
+                      r"should) (?:also |probably )?change(?: too| as well)?$", re.I)
+
+
+def _dependency(body: str) -> tuple[str, str | None]:
+    """Return the body without a trailing "if <root> changes, this would change", and the root's attribute."""
+    m = _DEPENDS.search(body)
+    if not m or not m.start():
+        return body, None
+    return body[:m.start()].rstrip(" ,;—–-"), canonical_attribute(m["root"])
+
+
 def _forget_request(body: str) -> re.Match | None:
     """Return the match of an explicit forget request: "forget ...", or "delete / remove ..." of something of mine."""
     m = _FORGET.match(body)
@@ -329,14 +343,14 @@ def _sentence(raw: str, t: _Turn) -> list[Candidate]:
         return _forget(m["rest"], raw, t)
     if question or chitchat(body):
         return []
+    body, root = _dependency(body)
     found = [_finalise(c, t.cfg, emphasis=emphasis, hedge=hedge, pinned=False)
              for c in _content(body, raw, t, changed)]
-    if found:
-        return found
-    if _worth_a_note(body):
+    if not found and _worth_a_note(body):
         category = "event" if _PAST.match(body) else "note"
-        return [_finalise(_note(body, raw, category=category), t.cfg, emphasis=emphasis, hedge=hedge, pinned=False)]
-    return []
+        found = [_finalise(_note(body, raw, category=category), t.cfg, emphasis=emphasis, hedge=hedge, pinned=False)]
+    # What holds only while a root fact does says so; the write path links it to that fact (`depends_on`).
+    return [replace(c, meta={**c.meta, "depends_on": root}) for c in found] if root else found
 
 
 def _worth_a_note(body: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,6 +26,7 @@ from .normalise import canonical_attribute
 
 NOT_IN_RECORD = "not in the record"
 NO_ROOM = "nothing relevant fits the budget"
+UNCERTAIN = "uncertain: what the record holds on this rested on a fact that has since changed (see history)"
 
 # Type priors: what a kind and a category are usually worth in a context window,
 # before relevance. The prior is KIND_PRIOR[kind] * CATEGORY_PRIOR[category]:
@@ -409,6 +411,9 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     wanted = ([m for m, _ in dense] if w < 1 else []) + [m for m, _ in lexical]
     records = store.get_many(list(dict.fromkeys(wanted)))
     candidates = [m for m in records.values() if m.user == user]
+    # A memory that held only while a root fact did is not current once that fact is gone: shown as uncertain.
+    shaken = _shaken(store, candidates)
+    candidates = [m for m in candidates if m.id not in shaken]
     pins = [m for m in store.pinned(user, filters) if m.user == user]
     for m in candidates + pins:
         if m.id in fused:
@@ -440,6 +445,20 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         shown = {h.id for h in history}
         trace += [TraceEntry(n.id, n.text, n.id in shown, "expansion" if n.id in shown else "budget",
                              {"tokens": float(c)}, f"history: {n.note}") for n, c in zip(notes, costs, strict=True)]
+    if shaken:
+        notes = [Packed(m, 0.0, 0, {}, note) for m, note in shaken.values()]
+        costs = count_many([f"{n.memory.text} ({n.note})" for n in notes])
+        left = budget - sum(p.tokens for p in packed) - sum(h.tokens for h in history)
+        for n, c in zip(notes, costs, strict=True):
+            fits = c <= left
+            if fits:
+                history.append(replace(n, tokens=c))
+                left -= c
+            trace.append(TraceEntry(n.id, n.memory.text, fits, "uncertain" if fits else "budget",
+                                    {"tokens": float(c)}, n.note or ""))
+        if verdict == "unknown" and message == NOT_IN_RECORD and any(h.note and h.note.startswith("uncertain")
+                                                                     for h in history):
+            message = UNCERTAIN
     # Only memories that support the answer are reinforced: filler packed to use the budget must
     # not be kept alive by being shown (a recall would otherwise reinforce everything it packs).
     used_ids = [p.id for p in packed if p.id in fused and evidence(fused[p.id]) >= cfg.vague_at]
@@ -452,6 +471,24 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     }
     used = sum(p.tokens for p in packed) + sum(h.tokens for h in history)
     return Recall(query, packed, verdict, cite(packed), trace, budget, used, history, message, provenance)
+
+
+def _shaken(store: Any, candidates: Sequence[MemoryRecord]) -> dict[str, tuple[MemoryRecord, str]]:
+    """Return {id: (memory, note)} of candidates linked `depends_on` to a fact that is no longer active."""
+    ids = {m.id for m in candidates}
+    deps = [x for x in store.links(sorted(ids), ("depends_on",)) if x.src in ids] if ids else []
+    if not deps:
+        return {}
+    roots = store.get_many(sorted({x.dst for x in deps}))
+    out = {}
+    by_id = {m.id: m for m in candidates}
+    for x in deps:
+        root = roots.get(x.dst)
+        if root is not None and not root.active:
+            when = f" on {utc(root.status_at).date().isoformat()}" if root.status_at else ""
+            out[x.src] = (by_id[x.src], f"uncertain: it held while {root.text.rstrip('.')!r}, which was "
+                                        f"{root.status}{when} (not current)")
+    return out
 
 
 def _expand(store: Any, packed: list[Packed], hops: int) -> tuple[list[Link], list[Packed]]:

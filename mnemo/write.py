@@ -155,6 +155,7 @@ def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: n
                 report.ignored.append((action.candidate, action.reason))
             if new is not None:
                 links.extend(_because_links(action, new, created, at))
+                links.extend(_depends_links(store, new, created, at))
         store.insert_events(events)
         store.insert_links(links)
     return report
@@ -173,6 +174,23 @@ def _because_links(action: Action, new: MemoryRecord, created: dict[int, MemoryR
         cause_rec = created.get(int(action.evidence["because_candidate"]))
         cause = cause_rec.id if cause_rec else None
     return [Link(new.id, cause, "because", at)] if cause else []
+
+
+def _depends_links(store: Store, new: MemoryRecord, created: dict[int, MemoryRecord], at: datetime) -> list[Link]:
+    """Link a memory that holds only while a root fact does ("if the team lead changes, ...") to that fact.
+
+    The root is the user's current memory of that attribute about the team or the user, newest
+    first (one written in the same turn counts); with none yet, nothing is linked.
+    """
+    attribute = new.meta.get("depends_on")
+    if not attribute:
+        return []
+    roots = [m for m in [*store.active_for(new.user, ["team", "user"]), *created.values()]
+             if m.attribute == attribute and m.id != new.id and m.active]
+    if not roots:
+        return []
+    root = max(roots, key=lambda m: (m.created_at is not None, m.created_at or at))
+    return [Link(new.id, root.id, "depends_on", at)]
 
 
 def forget_targets(store: Store, embedder, query: str, *, user: str, cfg: Config,

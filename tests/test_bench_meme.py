@@ -20,12 +20,10 @@ from mnemo.eval import bench, bench_meme, datasets
 
 DELETED = "stream.velturis.io/aurora"
 # Paired after-questions mnemo fails with the offline stack, and why. Each is a real failure, reported.
-KNOWN_FAILURES = {
-    "sw_033/after/1": "no dependency tracking: the team-lead change does not retire 'weekly report recipient is "
-                      "Hyunwoo Nam', so the stale recipient is packed as current next to James Lee",
-    "sw_033/after/2": "no dependency tracking: 'Code reviews go to Seoyun Choi' stays current after the team lead "
-                      "changes, and recall is confident",
-}
+# Probes mnemo fails on this episode, with why. None at present: the cascade and absence probes pass since
+# "if the team lead changes, this would change" links a memory `depends_on` the team lead (mnemo.write), and
+# recall shows it as uncertain history once the lead is superseded (mnemo.recall).
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -203,3 +203,23 @@ def test_a_role_named_in_chat_is_a_fact_and_a_new_holder_supersedes_it(mem):
         == [("user", "manager", "Ana")]
     # Not a role: stays a plain note, names nobody into anything.
     assert all(m.attribute is None for m in mem.remember("Paris is the capital.", user="dev").added)
+
+
+def test_a_fact_that_held_while_a_root_fact_did_turns_uncertain_when_the_root_changes(mem):
+    mem.remember("The team lead is Seokjin Kang.", user="dev")
+    dep = mem.remember("Code reviews go to Seoyun Choi — Seokjin Kang assigned it; if the team lead changes, "
+                       "this assignment would change.", user="dev").added
+    assert [m.meta.get("depends_on") for m in dep] == ["team_lead"] and "if the team lead" not in dep[0].text
+    before = mem.recall("Who reviews our code?", user="dev")
+    assert dep[0].id in [p.memory.id for p in before.memories] and before.confidence != "unknown"
+    mem.remember("Jihoon Ryu is our new team lead.", user="dev")
+    after = mem.recall("Who reviews our code?", user="dev")
+    assert dep[0].id not in [p.memory.id for p in after.memories]  # no longer stated as current ...
+    shown = {h.memory.id: h.note for h in after.history}
+    assert shown[dep[0].id].startswith("uncertain") and "Seokjin Kang" in shown[dep[0].id]  # ... but not hidden
+    assert any(t.memory_id == dep[0].id and t.reason == "uncertain" for t in after.trace)
+    assert mem.get(dep[0].id).status == "active"  # nothing is retired on a guess: the user may confirm it
+    # With no root stored yet, the condition is kept in meta and nothing is linked or flagged.
+    lone = mem.remember("Deploys go through Mina; if the release manager changes, this would change.", user="ops")
+    assert lone.added[0].meta["depends_on"] == "release_manager"
+    assert mem.store.links([lone.added[0].id], ("depends_on",)) == []
