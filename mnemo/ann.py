@@ -400,9 +400,10 @@ class Float16Index(_Approximate):
         self._vecs = np.zeros((capacity, dim), dtype=np.float16)
 
     def _all_scores(self, q: np.ndarray) -> np.ndarray:
-        scores = np.empty(self.size, dtype=np.float32)
-        for start in range(0, self.size, _BLOCK):
-            scores[start:start + _BLOCK] = self._vecs[start:min(self.size, start + _BLOCK)].astype(np.float32) @ q
+        n = self.size  # read once: a concurrent append may grow it
+        scores = np.empty(n, dtype=np.float32)
+        for start in range(0, n, _BLOCK):
+            scores[start:start + _BLOCK] = self._vecs[start:min(n, start + _BLOCK)].astype(np.float32) @ q
         return scores
 
     def _approximate(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -79,15 +79,16 @@ class VectorIndex:
 
     def _mask(self, user: str | None, allowed: set[str] | None) -> np.ndarray | None:
         """Return the boolean mask of rows a search may return (active, of `user`, in `allowed`), or None."""
-        mask = self._active[: self.size].copy()
+        n = self.size  # read once: a concurrent append may grow it while the mask is built
+        mask = self._active[:n].copy()
         if user is not None:
             code = self._users.get(user)
             if code is None:
                 return None
-            mask &= self._user[: self.size] == code
+            mask &= self._user[:n] == code
         if allowed is not None:
-            rows = np.fromiter((self._row[i] for i in allowed if i in self._row), dtype=np.int64)
-            keep = np.zeros(self.size, dtype=bool)
+            rows = np.fromiter((r for i in allowed if (r := self._row.get(i)) is not None and r < n), dtype=np.int64)
+            keep = np.zeros(n, dtype=bool)
             keep[rows] = True
             mask &= keep
         return mask

@@ -115,26 +115,28 @@ class LexicalIndex:
     def search(self, terms: list[str], k: int, *, user: str | None = None,
                allowed: set[str] | None = None) -> list[tuple[str, float]]:
         """Return the top-k active (id, BM25) for `user` over the analysed query `terms`, best first."""
-        if k <= 0 or self.size == 0:
+        n = self.size  # read once: rows appended during the search are not ranked by it
+        if k <= 0 or n == 0:
             return []
-        mask = self._active[: self.size].copy()
+        mask = self._active[:n].copy()
         if user is not None:
             code = self._users.get(user)
             if code is None:
                 return []
-            mask &= self._user[: self.size] == code
+            mask &= self._user[:n] == code
         if allowed is not None:
-            keep = np.zeros(self.size, dtype=bool)
-            keep[[self._row[i] for i in allowed if i in self._row]] = True
+            keep = np.zeros(n, dtype=bool)
+            keep[[r for i in allowed if (r := self._row.get(i)) is not None and r < n]] = True
             mask &= keep
-        avgdl = self._total_len / self.size if self._total_len else 1.0
+        avgdl = self._total_len / n if self._total_len else 1.0
         rows_parts, score_parts = [], []
         for term in dict.fromkeys(terms):  # distinct, in order
             found = self._postings(term)
             if found is None:
                 continue
             rows, tf = found
-            idf = np.log10((self.size - len(rows) + 0.5) / (len(rows) + 0.5) + 1.0)  # DuckDB log() is base 10
+            rows, tf = rows[rows < n], tf[rows < n]
+            idf = np.log10((n - len(rows) + 0.5) / (len(rows) + 0.5) + 1.0)  # DuckDB log() is base 10
             ok = mask[rows]
             rows, tf = rows[ok], tf[ok].astype(np.float64)
             norm = K1 * (1.0 - B + B * self._len[rows] / avgdl)

@@ -220,3 +220,26 @@ def test_ivf_folds_a_tail_into_its_lists_without_reassigning_the_grouped_rows():
     assert np.array_equal(lists, ann.assign_rows(index._vecs[:n], index._cent))
     rows = [index._row[f"m{i}"] for i in range(6000)]
     assert np.allclose(index._vecs[rows], vecs, atol=1e-6)
+
+
+def test_a_search_reads_the_row_count_once_while_an_append_grows_it():
+    """The race CI once hit: an append moved `size` between two reads inside one search's mask."""
+
+    class Racy(VectorIndex):
+        """Reports one more row at every read of `size`, as if appends kept landing during the search."""
+
+        @property
+        def size(self) -> int:
+            self.reads = getattr(self, "reads", 0) + 1
+            return self._n + (self.reads if self.racing else 0)
+
+        @size.setter
+        def size(self, value: int) -> None:
+            self._n, self.racing = value, False
+
+    vecs = clustered(50, seed=5)
+    index = Racy(DIM)
+    index.add([f"m{i}" for i in range(50)], ["u"] * 50, vecs)
+    index.racing, index.reads = True, 0
+    hits = index.search(vecs[3], 5, user="u", allowed={f"m{i}" for i in range(20)})
+    assert hits[0][0] == "m3" and all(int(h[0][1:]) < 20 for h in hits)
