@@ -261,11 +261,12 @@ def attribute(c: Clause) -> list[Candidate] | None:
     elif m := re.match(r"^(?P<v>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,3}) (?:is|'s) (?:now )?(?P<own>our|my|the) "
                        r"(?P<new>new )?(?P<np>[a-z][\w -]{1,30})$", c.text):
         # "Jihoon Ryu is our new team lead": a person named into a role; "new" says it changed.
-        if canonical_attribute(m["np"]) in ROLE_ATTRIBUTES:
-            thing = "My" if m["own"] == "my" else "Our"
-            return [make(c, "attribute.role", "fact", thing, canonical_attribute(m["np"]), clean(m["v"]),
-                         raw_subject=thing, change=c.change or bool(m["new"]))]
-        return None
+        role = canonical_attribute(m["np"])
+        if role not in ROLE_ATTRIBUTES:
+            return None
+        thing = "My" if m["own"] == "my" else "Our"
+        return [make(c, "attribute.role", "fact", thing, role, clean(m["v"]), raw_subject=thing,
+                     change=c.change or bool(m["new"]))]
     else:
         m = re.match(r"^(?:the )?(?P<attr>[\w -]{2,30}?) (?:for|of) (?:the |our |my )?(?P<thing>[\w' -]{2,40}?) "
                      r"(?:is|are|was|=|:|is now|will be|has been) (?:now )?(?P<v>.+)$", c.text, re.I)

@@ -79,19 +79,8 @@ class VectorIndex:
 
     def _mask(self, user: str | None, allowed: set[str] | None) -> np.ndarray | None:
         """Return the boolean mask of rows a search may return (active, of `user`, in `allowed`), or None."""
-        n = self.size  # read once: a concurrent append may grow it while the mask is built
-        mask = self._active[:n].copy()
-        if user is not None:
-            code = self._users.get(user)
-            if code is None:
-                return None
-            mask &= self._user[:n] == code
-        if allowed is not None:
-            rows = np.fromiter((r for i in allowed if (r := self._row.get(i)) is not None and r < n), dtype=np.int64)
-            keep = np.zeros(n, dtype=bool)
-            keep[rows] = True
-            mask &= keep
-        return mask
+        # Read once: a concurrent append may grow the size while the mask is built.
+        return row_mask(self.size, self._active, self._user, self._users, self._row, user, allowed)
 
     def search(
         self, query: np.ndarray, k: int, *, user: str | None = None, allowed: set[str] | None = None
@@ -120,3 +109,22 @@ class VectorIndex:
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(self._ids[rows[t]], float(scores[t])) for t in top]
+
+
+def row_mask(n: int, active: np.ndarray, user_of: np.ndarray, codes: dict[str, int], row_of: dict[str, int],
+             user: str | None, allowed: set[str] | None) -> np.ndarray | None:
+    """Return the mask of the first `n` rows a search may return: active, of `user` (by its code in `codes`)
+    and, with `allowed`, among those ids (`row_of` maps id -> row); None when `user` has no row at all.
+    Shared by the vector indexes and `lexical.LexicalIndex`, which keep rows the same way."""
+    mask = active[:n].copy()
+    if user is not None:
+        code = codes.get(user)
+        if code is None:
+            return None
+        mask &= user_of[:n] == code
+    if allowed is not None:
+        rows = np.fromiter((r for i in allowed if (r := row_of.get(i)) is not None and r < n), dtype=np.int64)
+        keep = np.zeros(n, dtype=bool)
+        keep[rows] = True
+        mask &= keep
+    return mask

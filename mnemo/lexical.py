@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .index import row_mask
+
 K1 = 1.2
 B = 0.75
 
@@ -118,16 +120,9 @@ class LexicalIndex:
         n = self.size  # read once: rows appended during the search are not ranked by it
         if k <= 0 or n == 0:
             return []
-        mask = self._active[:n].copy()
-        if user is not None:
-            code = self._users.get(user)
-            if code is None:
-                return []
-            mask &= self._user[:n] == code
-        if allowed is not None:
-            keep = np.zeros(n, dtype=bool)
-            keep[[r for i in allowed if (r := self._row.get(i)) is not None and r < n]] = True
-            mask &= keep
+        mask = row_mask(n, self._active, self._user, self._users, self._row, user, allowed)
+        if mask is None:
+            return []
         avgdl = self._total_len / n if self._total_len else 1.0
         rows_parts, score_parts = [], []
         for term in dict.fromkeys(terms):  # distinct, in order

@@ -13,6 +13,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -291,15 +292,21 @@ def coverage(query: str, text: str, names: Sequence[str] = (), attribute: str | 
         return 0.0
     covered = _terms(text, skip)
     if attribute:
-        covered |= _terms(" ".join(_naming(query, attribute)), skip)
+        covered |= _terms(" ".join(_attribute_phrases(query).get(attribute, ())), skip)
     return len(wanted & covered) / len(wanted)
 
 
-def _naming(query: str, attribute: str) -> list[str]:
-    """Return the phrases of `query` (one to four words) that name `attribute`."""
+@lru_cache(maxsize=256)
+def _attribute_phrases(query: str) -> dict[str, tuple[str, ...]]:
+    """Return {attribute: phrases of `query` (one to four words) that name it}: once per query, not per memory."""
     words = _WORD.findall(query.casefold())
-    spans = (" ".join(words[i:i + n]) for n in (1, 2, 3, 4) for i in range(len(words) - n + 1))
-    return [p for p in spans if p not in _STOPWORDS and canonical_attribute(p) == attribute]
+    out: dict[str, list[str]] = {}
+    for n in (1, 2, 3, 4):
+        for i in range(len(words) - n + 1):
+            phrase = " ".join(words[i:i + n])
+            if phrase not in _STOPWORDS:
+                out.setdefault(canonical_attribute(phrase), []).append(phrase)
+    return {a: tuple(p) for a, p in out.items() if a}
 
 
 def _terms(text: str, skip: frozenset[str] = frozenset()) -> set[str]:
@@ -446,18 +453,19 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         trace += [TraceEntry(n.id, n.text, n.id in shown, "expansion" if n.id in shown else "budget",
                              {"tokens": float(c)}, f"history: {n.note}") for n, c in zip(notes, costs, strict=True)]
     if shaken:
+        # Uncertain notes take what the pack and its history left; they never evict anything.
         notes = [Packed(m, 0.0, 0, {}, note) for m, note in shaken.values()]
         costs = count_many([f"{n.memory.text} ({n.note})" for n in notes])
         left = budget - sum(p.tokens for p in packed) - sum(h.tokens for h in history)
+        shown = 0
         for n, c in zip(notes, costs, strict=True):
             fits = c <= left
             if fits:
                 history.append(replace(n, tokens=c))
-                left -= c
+                left, shown = left - c, shown + 1
             trace.append(TraceEntry(n.id, n.memory.text, fits, "uncertain" if fits else "budget",
                                     {"tokens": float(c)}, n.note or ""))
-        if verdict == "unknown" and message == NOT_IN_RECORD and any(h.note and h.note.startswith("uncertain")
-                                                                     for h in history):
+        if verdict == "unknown" and message == NOT_IN_RECORD and shown:
             message = UNCERTAIN
     # Only memories that support the answer are reinforced: filler packed to use the budget must
     # not be kept alive by being shown (a recall would otherwise reinforce everything it packs).
@@ -475,7 +483,9 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
 
 def _shaken(store: Any, candidates: Sequence[MemoryRecord]) -> dict[str, tuple[MemoryRecord, str]]:
     """Return {id: (memory, note)} of candidates linked `depends_on` to a fact that is no longer active."""
-    ids = {m.id for m in candidates}
+    # Only a memory extracted with a condition ("if the team lead changes, ...") can have such a link: the
+    # links are read for those alone, so an ordinary recall pays no query for this.
+    ids = {m.id for m in candidates if m.meta.get("depends_on")}
     deps = [x for x in store.links(sorted(ids), ("depends_on",)) if x.src in ids] if ids else []
     if not deps:
         return {}

@@ -17,11 +17,11 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import numpy as np
@@ -348,11 +348,11 @@ class Store:
         """Reinforce recalled memories: one UPDATE for the whole pack."""
         if not ids or self.read_only:
             return
+        sql, params = _in("id", ids)
         with self._lock:
             self.con.execute(
-                f"UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE {_in('id', ids)[0]}",
-                [_naive(at), *_in("id", ids)[1]],
-            )
+                f"UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE {sql}",
+                [_naive(at), *params])
 
     def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
         """Tombstone, in one set-based pass, active memories whose salience is under the threshold.
@@ -463,11 +463,9 @@ class Store:
     def links(self, ids: list[str], kinds: tuple[str, ...] = ("supersedes", "because", "refers_to")) -> list[Link]:
         if not ids:
             return []
-        rows = self.con.execute(
-            f"SELECT src, dst, kind, ts FROM links WHERE ({_in('src', ids)[0]} OR {_in('dst', ids)[0]}) "
-            f"AND {_in('kind', kinds)[0]} ORDER BY ts",
-            [*_in("src", ids)[1], *_in("dst", ids)[1], *_in("kind", kinds)[1]]
-        ).fetchall()
+        (src, src_p), (dst, dst_p), (kind, kind_p) = _in("src", ids), _in("dst", ids), _in("kind", kinds)
+        rows = self.con.execute(f"SELECT src, dst, kind, ts FROM links WHERE ({src} OR {dst}) AND {kind} ORDER BY ts",
+                                [*src_p, *dst_p, *kind_p]).fetchall()
         return [Link(r[0], r[1], r[2], _aware(r[3])) for r in rows]
 
     def turn(self, turn_id: str) -> Turn:
@@ -531,27 +529,29 @@ class Store:
             todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
             docs = self.con.execute(
                 f"SELECT id, user_id, status = 'active' AS active, text FROM memories {where}").to_arrow_table()
-            stopwords = _STOPWORDS  # noqa: F841 - read by DuckDB
-            for start in range(0, max(docs.num_rows, 1), _LEXICAL_BATCH):
-                part = docs.slice(start, _LEXICAL_BATCH)
-                part = part.append_column("pos", pa.array(np.arange(part.num_rows)))  # noqa: F841
-                # Each distinct token is stemmed once; create_fts_index drops stopwords before stemming.
-                post = self.con.execute(
-                    f"""WITH toks AS (SELECT pos, unnest({_TOKENS.format('text')}) AS tok FROM part),
-                        kept AS (SELECT pos, tok FROM toks WHERE tok NOT IN (SELECT sw FROM stopwords)),
-                        stems AS (SELECT tok, stem(tok, 'porter') AS term FROM (SELECT DISTINCT tok FROM kept))
-                    SELECT pos, term, count(*) AS tf FROM kept JOIN stems USING (tok) GROUP BY pos, term"""
-                ).to_arrow_table()
-                terms = post.column("term").combine_chunks().dictionary_encode()
-                self.lexical.add(
-                    part.column("id").to_pylist(), part.column("user_id").to_pylist(),
-                    part.column("active").to_numpy(zero_copy_only=False).astype(bool),
-                    post.column("pos").to_numpy(), terms.dictionary.to_pylist(), terms.indices.to_numpy(),
-                    post.column("tf").to_numpy())
+            for start in range(0, docs.num_rows, _LEXICAL_BATCH):
+                self._add_postings(docs.slice(start, _LEXICAL_BATCH))
             self._lexical_pending = []
             self.lexical_syncs += 1
-            del docs, part, post, terms
+            del docs
             pa.default_memory_pool().release_unused()
+
+    def _add_postings(self, docs: pa.Table) -> None:
+        """Analyse one batch of (id, user_id, active, text) rows and append them and their postings."""
+        part = docs.append_column("pos", pa.array(np.arange(docs.num_rows)))  # noqa: F841 - read by DuckDB
+        stopwords = _STOPWORDS  # noqa: F841 - read by DuckDB
+        # Each distinct token is stemmed once; create_fts_index drops stopwords before stemming.
+        post = self.con.execute(
+            f"""WITH toks AS (SELECT pos, unnest({_TOKENS.format('text')}) AS tok FROM part),
+                kept AS (SELECT pos, tok FROM toks WHERE tok NOT IN (SELECT sw FROM stopwords)),
+                stems AS (SELECT tok, stem(tok, 'porter') AS term FROM (SELECT DISTINCT tok FROM kept))
+            SELECT pos, term, count(*) AS tf FROM kept JOIN stems USING (tok) GROUP BY pos, term"""
+        ).to_arrow_table()
+        terms = post.column("term").combine_chunks().dictionary_encode()
+        self.lexical.add(docs.column("id").to_pylist(), docs.column("user_id").to_pylist(),
+                         docs.column("active").to_numpy(zero_copy_only=False).astype(bool),
+                         post.column("pos").to_numpy(), terms.dictionary.to_pylist(), terms.indices.to_numpy(),
+                         post.column("tf").to_numpy())
 
     def _analyse(self, text: str) -> list[str]:
         """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
@@ -838,11 +838,21 @@ class _Transaction:
             self.store._lock.release()
 
 
-def _where(user: str | None, filters: dict[str, Any] | None, *, active_only: bool) -> tuple[str, list[Any]]:
-    """Return a WHERE clause and its parameters for a user and the recall filters."""
+class Dialect(NamedTuple):
+    """What differs in a WHERE clause between the backends: the parameter mark, a column IN a list, meta.key = v."""
+
+    mark: str
+    any_of: Callable[[str, Sequence[Any]], tuple[str, list[Any]]]
+    meta_eq: Callable[[str, str], tuple[str, list[Any]]]
+
+
+def where(user: str | None, filters: dict[str, Any] | None, *, active_only: bool,
+          dialect: Dialect) -> tuple[str, list[Any]]:
+    """Return a WHERE clause and its parameters for a user and the recall filters, in `dialect`."""
+    q = dialect.mark
     clauses, params = ["TRUE"], []
     if user is not None:
-        clauses.append("user_id = ?")
+        clauses.append(f"user_id = {q}")
         params.append(user)
     if active_only:
         clauses.append("status = 'active'")
@@ -850,25 +860,24 @@ def _where(user: str | None, filters: dict[str, Any] | None, *, active_only: boo
         if value is None:
             continue
         if key in ("agent", "session", "subject", "attribute", "record_id", "status"):
-            clauses.append(f"{key} = ?")
-            params.append(value)
+            sql, values = f"{key} = {q}", [value]
         elif key in ("kinds", "categories"):
-            sql, values = _in(key[:-1] if key == "kinds" else "category", list(value))
-            clauses.append(sql)
-            params.extend(values)
-        elif key == "since":
-            clauses.append("created_at >= ?")
-            params.append(_naive(value))
-        elif key == "until":
-            clauses.append("created_at <= ?")
-            params.append(_naive(value))
+            sql, values = dialect.any_of("kind" if key == "kinds" else "category", list(value))
+        elif key in ("since", "until"):
+            sql, values = f"created_at {'>=' if key == 'since' else '<='} {q}", [_naive(value)]
         elif key == "meta":
-            for mkey, mval in value.items():
-                clauses.append("json_extract_string(meta, ?) = ?")
-                params.extend([f"$.{mkey}", str(mval)])
+            pairs = [dialect.meta_eq(str(k), str(v)) for k, v in value.items()]
+            sql, values = " AND ".join(p[0] for p in pairs) or "TRUE", [x for p in pairs for x in p[1]]
         else:
             raise InvalidInput(f"unknown filter {key!r}; use agent, session, kinds, categories, since, until, meta")
+        clauses.append(sql)
+        params.extend(values)
     return " AND ".join(clauses), params
+
+
+def _where(user: str | None, filters: dict[str, Any] | None, *, active_only: bool) -> tuple[str, list[Any]]:
+    """Return a WHERE clause and its parameters for a user and the recall filters (DuckDB)."""
+    return where(user, filters, active_only=active_only, dialect=DUCKDB)
 
 
 def _record(row: tuple) -> MemoryRecord:
@@ -897,3 +906,6 @@ def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
     if len(values) > _PROBE_MAX:
         return f"{column} IN (SELECT unnest(?))", [list(values)]
     return f"{column} IN ({', '.join('?' * len(values))})", list(values)
+
+
+DUCKDB = Dialect("?", _in, lambda key, value: ("json_extract_string(meta, ?) = ?", [f"$.{key}", value]))

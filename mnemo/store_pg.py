@@ -56,7 +56,7 @@ import numpy as np
 from .config import DecayConfig
 from .errors import EmbedderMismatch, ExtensionUnavailable, InvalidInput, NotFound, StoreError
 from .model import Event, Link, MemoryRecord, Turn
-from .store import _SQL_COLS, _TIMES, SCHEMA_VERSION, _aware, _naive, _record, _text, _turn
+from .store import _SQL_COLS, _TIMES, SCHEMA_VERSION, Dialect, _aware, _naive, _record, _text, _turn, where
 
 DSN_PREFIXES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "mnemo"
@@ -748,33 +748,10 @@ def _event(r: Sequence[Any]) -> Event:
     return Event(r[0], r[1], _aware(r[2]), r[3], r[4], r[5], r[6], json.loads(r[7] or "{}"), r[8])
 
 
+POSTGRES = Dialect("%s", lambda column, values: (f"{column} = ANY(%s::text[])", [list(values)]),
+                   lambda key, value: ("(meta::jsonb ->> %s) = %s", [key, value]))
+
+
 def _where(user: str | None, filters: dict[str, Any] | None, *, active_only: bool) -> tuple[str, list[Any]]:
-    """Return a WHERE clause and its parameters for a user and the recall filters (as `store._where`)."""
-    clauses, params = ["TRUE"], []
-    if user is not None:
-        clauses.append("user_id = %s")
-        params.append(user)
-    if active_only:
-        clauses.append("status = 'active'")
-    for key, value in (filters or {}).items():
-        if value is None:
-            continue
-        if key in ("agent", "session", "subject", "attribute", "record_id", "status"):
-            clauses.append(f"{key} = %s")
-            params.append(value)
-        elif key in ("kinds", "categories"):
-            clauses.append(f"{'kind' if key == 'kinds' else 'category'} = ANY(%s::text[])")
-            params.append(list(value))
-        elif key == "since":
-            clauses.append("created_at >= %s")
-            params.append(_naive(value))
-        elif key == "until":
-            clauses.append("created_at <= %s")
-            params.append(_naive(value))
-        elif key == "meta":
-            for mkey, mval in value.items():
-                clauses.append("(meta::jsonb ->> %s) = %s")
-                params.extend([str(mkey), str(mval)])
-        else:
-            raise InvalidInput(f"unknown filter {key!r}; use agent, session, kinds, categories, since, until, meta")
-    return " AND ".join(clauses), params
+    """Return a WHERE clause and its parameters for a user and the recall filters (PostgreSQL)."""
+    return where(user, filters, active_only=active_only, dialect=POSTGRES)
