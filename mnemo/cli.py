@@ -436,13 +436,16 @@ def archive_pull(prefix: str = typer.Argument(..., help="What `push` wrote, e.g.
 
 
 @app.command("eval")
-def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realtalk | beam | mquake | prefeval | meme"),
+def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realtalk | beam | mquake | prefeval | meme "
+                                         "| writes"),
           recipes: list[str] = typer.Option(None, "--recipe", "-r", help="Recipe to run; repeat for several "
                                             "(default: dense, bm25, hybrid for locomo / realtalk, else default)."),
           llm: str = typer.Option("offline", "--llm", help="Model mode: offline | live | record:PATH | replay:PATH."),
-          embedder: str = typer.Option(None, "--embedder", help="Embedder (default: minilm; auto for scenarios)."),
+          embedder: str = typer.Option(None, "--embedder", help="Embedder: hash | minilm | default (= minilm) "
+                                       "(default: minilm; auto for scenarios)."),
           limit: int = typer.Option(None, "--limit", help="Only the first N scenarios / conversations / chats / "
-                                    "cases / topics."),
+                                    "cases / topics; writes: the first N examples of each family."),
+          split: str = typer.Option("test", help="writes: the examples' split: dev | test | all."),
           budgets: str = typer.Option("256,512,1024,2048", help="locomo / realtalk: comma-separated budgets "
                                       "for budgeted recall ('' to skip it)."),
           budget: int = typer.Option(None, help="beam / mquake / prefeval / meme: recall budget in tokens "
@@ -469,6 +472,10 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
         options["write"] = write
     if benchmark == "prefeval":
         options.update(inter_turns=inter_turns, form=form)
+    if benchmark == "writes":
+        options["split"] = split
+    if embedder == "default":
+        embedder = "minilm"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
         task = bar.add_task(benchmark, total=None)
@@ -481,7 +488,7 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
     header, rows = summary(benchmark, aggregates)
     table = Table(title=f"mnemo eval {benchmark}")
     for col in header:
-        table.add_column(col, overflow="fold", no_wrap=col == "group")
+        table.add_column(col, overflow="fold", no_wrap=col in ("group", "metric"))
     for row in rows:
         table.add_row(*row)
     console.print(table)

@@ -299,7 +299,7 @@ def run_realtalk(recipes: Sequence[str] = ("dense", "bm25", "hybrid"), **kw: Any
     return run_dialog("realtalk", recipes, **kw)
 
 
-BENCHMARKS = ("locomo", "realtalk", "beam", "mquake", "prefeval", "meme")
+BENCHMARKS = ("locomo", "realtalk", "beam", "mquake", "prefeval", "meme", "writes")
 # Retrieval benchmarks compare the retrievers; the others run the default write + recall path.
 DEFAULT_RECIPES = {"locomo": ("dense", "bm25", "hybrid"), "realtalk": ("dense", "bm25", "hybrid")}
 
@@ -309,13 +309,15 @@ def run_benchmark(name: str, recipes: Sequence[str] | None = None, **kwargs: Any
 
     Keyword arguments go to the runner: limit, embedder, llm, progress, and the runner's own
     (budgets for locomo / realtalk; budget; write for mquake; form and inter_turns for prefeval; budget for
-    meme, whose one episode is a development check, never a score: see `bench_meme`).
+    meme, whose one episode is a development check, never a score: see `bench_meme`; split for
+    writes, the write-path benchmark of `bench_writes`).
     """
-    from mnemo.eval import bench_meme, bench_updates
+    from mnemo.eval import bench_meme, bench_updates, bench_writes
 
     runners: dict[str, Callable[..., BenchResult]] = {
         "locomo": run_locomo, "realtalk": run_realtalk, "beam": bench_updates.run_beam,
         "mquake": bench_updates.run_mquake, "prefeval": bench_updates.run_prefeval, "meme": bench_meme.run_meme,
+        "writes": bench_writes.run_writes,
     }
     if name not in runners:
         raise ConfigError(f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)} (or scenarios)")
@@ -342,6 +344,10 @@ _COUNTS = frozenset({"n", "probes", "errors"})  # columns that count things: sho
 
 def summary(benchmark: str, aggregates: dict[str, dict[str, float]]) -> tuple[list[str], list[list[str]]]:
     """Return (header, rows) of a summary table: one row per aggregate group, the benchmark's main columns."""
+    if benchmark == "writes":
+        from mnemo.eval.bench_writes import summary as writes_summary
+
+        return writes_summary(aggregates)
     wanted = SUMMARY_COLUMNS["dialog" if benchmark in ("locomo", "realtalk") else benchmark]
     present = [c for c in wanted if any(c in a for a in aggregates.values())]
 
