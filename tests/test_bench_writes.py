@@ -12,7 +12,7 @@ import math
 import pytest
 from conftest import require_data
 
-from mnemo.eval import bench, bench_writes
+from mnemo.eval import bench, bench_writes, metrics
 from mnemo.eval import datasets_writes as dw
 from mnemo.eval.bench_writes import Held
 from mnemo.eval.datasets_writes import Step, WriteExample
@@ -180,6 +180,17 @@ def test_synthetic_family_is_deterministic_and_distinct():
     for e in a:
         if e.family == "correction":
             assert e.expect["old"] != e.expect["new"]
+    _keys_are_in_their_statements(a)
+
+
+def _keys_are_in_their_statements(examples: list[WriteExample]) -> None:
+    """Every value a scorer looks for is written, whole, in the statement it belongs to."""
+    for e in examples:
+        steps = {s.key: s.text for s in e.steps}
+        wanted = {f"fact-{i}": k for i, k in enumerate(e.expect.get("keys", []))}
+        wanted |= {k: e.expect[k] for k in ("old", "new", "first", "second") if k in e.expect}
+        for key, value in wanted.items():
+            assert metrics.mentions(steps[key], [value]), (e.id, steps[key], value)
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +227,7 @@ def test_at_least_1000_examples_every_family_in_both_splits(built):
     assert set(n) == {(f, s) for f in dw.FAMILIES for s in dw.SPLITS}
     assert all(e.id.startswith(e.family + "/") for e in built.examples)
     assert len({e.id for e in built.examples}) == len(built.examples)
+    _keys_are_in_their_statements(built.examples)
 
 
 # A small run end to end -------------------------------------------------------------------------

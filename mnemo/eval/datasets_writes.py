@@ -420,9 +420,11 @@ def synthetic_examples() -> list[WriteExample]:
         first = rng.randint(1000, 8000)
         ids = [first + 1 + 3 * i for i in range(size)]
         recs = [_fill(template, rng, i) for i in ids]
+        # The key is the identifier as written ("LX1042" for a flight), so a memory of it mentions it whole.
+        prefix = re.search(r"(\S*)\{id\}", template).group(1)
         out.append(_ex("duplicate_distinct", f"synthetic:{name}", f"{name}-{size}",
                        [Step(f"fact-{i}", t) for i, (t, _) in enumerate(recs)],
-                       {"keys": [str(i) for i in ids]}, split=split, template=template))
+                       {"keys": [f"{prefix}{i}" for i in ids]}, split=split, template=template))
         for k in range(SYNTHETIC_PAIRS if state else 0):
             ident = ids[k]
             old_text, old = recs[k]
