@@ -74,9 +74,9 @@ metric that applies to its family (0 for the rates below, 1 for collateral and f
   stemmer). Also reported per row: the memories stored and their share of the turn's terms,
   because storing the turn verbatim maximises this recall.
 
-Aggregates are per family and split ("<family> | <split>") and over all examples of a split
-("all | <split>"); each carries n (examples), errors (rows with an error), and the metrics that
-apply. Counts stay counts (sums), rates are computed from the sums where the definition says
+Aggregates: the headline metrics per recipe and split ("<recipe> | <split>", with "n <family>"
+counts, supersessions and errors), and each family's row means per "<recipe> | <split> | <family>"
+(with n and errors). Counts stay counts (sums), rates are computed from the sums where the definition says
 micro, from row means where it says examples.
 """
 
