@@ -21,6 +21,7 @@ class WriteConfig:
     duplicate_threshold: float = 0.92  # cosine at or above which a candidate is a duplicate
     arbitration_low: float = 0.75  # cosine from here up to the duplicate threshold asks the judge
     supersede_threshold: float = 0.5  # judge score at or above which a same-subject pair is a contradiction
+    slot_threshold: float = 0.8  # cosine of two slot phrases at or above which they are one slot (same entity)
     min_importance: float = 0.05  # candidates below this are ignored
     identity_floor: float = 0.8  # importance floor for identity facts (name, home, job)
     deadline_floor: float = 0.7  # importance floor for deadlines and dates
@@ -28,6 +29,7 @@ class WriteConfig:
     max_turn_chars: int = 1_000_000  # longer input is refused with InvalidInput, nothing stored
     context_turns: int = 3  # recent turns of the session used to resolve "save this"
     max_candidates: int = 64  # candidates kept per turn (most important first); the rest are reported as ignored
+    max_sentences: int = 256  # sentences of one turn the parser reads; the rest are reported as unread
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class DecayConfig:
     half_life_episodic_days: float = 14.0  # recency half-life of episodic memories
     half_life_semantic_days: float = 180.0  # recency half-life of semantic memories
     half_life_procedural_days: float = 365.0  # recency half-life of procedural memories
-    exempt_categories: tuple[str, ...] = ("preference", "profile")  # categories that never decay
+    exempt_categories: tuple[str, ...] = ("preference", "profile", "failure", "lesson", "decision")  # never decay, no TTL
     reinforcement_weight: float = 0.15  # salience gained per log2(1 + access_count)
     corroboration_weight: float = 0.1  # salience gained per log2(1 + corroborations)
     ttl_low_hours: float = 24.0  # TTL of memories with importance < ttl_low_below
@@ -56,6 +58,7 @@ class RecallConfig:
     weight_recency: float = 0.1  # share from recency
     weight_salience: float = 0.1  # share from salience
     weight_prior: float = 0.1  # share from the type prior
+    weight_claim: float = 0.2  # added for a memory whose claim answers the question (subtracted on a conflict)
     semantic_quota: float = 0.45  # share of the budget reserved for semantic memories
     procedural_quota: float = 0.25  # share reserved for procedural memories
     episodic_quota: float = 0.30  # share reserved for episodic memories

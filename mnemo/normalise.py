@@ -6,12 +6,13 @@ same value" mean, so the rules live here once:
 - subjects: "user" for the speaker (I, me, my), "team" for we / our, record ids
   upper-cased ("ic-mc-44" -> "IC-MC-44"), "user's sister" for my sister, and any
   other named person or thing lowercased and trimmed ("the Q3 report" -> "q3 report");
-- attributes: snake_case, through a small synonym table ("lead time" -> "lead_time",
-  "due date" -> "deadline", "company" -> "employer");
+- attributes: snake_case, through the slot table (`mnemo.lexicon`: "lead time" -> "lead_time",
+  "due date" -> "deadline", "company" -> "employer"); qualifiers are kept ("home address");
 - values: trimmed, thousands separators dropped, currencies as ISO codes after the
   number ("€1,200" -> "1200 EUR");
 - dates: ISO dates resolved against `now` (a month and day in the past means next year);
-- sentences: splitting, contractions spelled out, small talk recognised.
+- sentences: splitting and small talk recognised;
+- marks: the numbers, identifiers, addresses and names that make two statements distinct.
 """
 
 from __future__ import annotations
@@ -23,40 +24,6 @@ from datetime import date, datetime, timedelta
 RECORD_ID = re.compile(r"\b[A-Za-z]{1,6}(?:-[A-Za-z0-9]{1,10})*-\d[A-Za-z0-9]*\b")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'@.+-]*[A-Za-z0-9]|[A-Za-z0-9]")
 
-ATTRIBUTE_SYNONYMS = {
-    "lead time": "lead_time", "leadtime": "lead_time", "lead-time": "lead_time", "delivery time": "lead_time",
-    "amount": "amount", "total": "amount", "total amount": "amount", "invoice amount": "amount",
-    "deadline": "deadline", "due date": "deadline", "due": "deadline",
-    "price": "price", "cost": "price", "unit price": "price",
-    "quantity": "quantity", "qty": "quantity",
-    "status": "status", "state": "status",
-    "supplier": "supplier", "vendor": "supplier",
-    "owner": "owner", "assignee": "owner",
-    "email": "email", "e-mail": "email", "email address": "email", "e-mail address": "email",
-    "phone": "phone", "phone number": "phone", "mobile": "phone", "mobile number": "phone", "cell": "phone",
-    "address": "address", "home address": "address", "street address": "address",
-    "home": "city", "city": "city", "home town": "origin", "hometown": "origin",
-    "name": "name", "first name": "name", "full name": "name",
-    "job": "job_title", "role": "job_title", "title": "job_title", "job title": "job_title",
-    "position": "job_title", "occupation": "job_title", "profession": "job_title", "career": "job_title",
-    "for a living": "job_title", "line of work": "job_title",
-    "employer": "employer", "company": "employer", "workplace": "employer",
-    "manager": "manager", "boss": "manager", "team lead": "team_lead", "team leader": "team_lead",
-    "tech lead": "tech_lead", "technical lead": "tech_lead", "product owner": "product_owner",
-    "birthday": "birthday", "date of birth": "birthday", "age": "age",
-    "password": "password", "budget": "budget", "capacity": "capacity", "version": "version",
-    "payment terms": "payment_terms", "minimum order quantity": "min_order_quantity", "moq": "min_order_quantity",
-    "stock": "stock", "inventory": "stock", "stock level": "stock",
-    "time zone": "timezone", "timezone": "timezone", "location": "location", "salary": "salary", "rent": "rent",
-    "start date": "start_date", "end date": "end_date", "launch date": "launch_date",
-    "release date": "release_date", "eta": "eta", "currency": "currency", "discount": "discount",
-    "username": "username", "website": "website", "url": "url", "team": "team", "office": "office",
-}
-# Roles in a team: "the team lead is X" said in a team's chat means our team lead.
-ROLE_ATTRIBUTES = frozenset({"team_lead", "tech_lead", "manager", "product_owner"})
-# Attributes a generic "the X of Y is Z" / "my X is Z" sentence may name without being a record.
-KNOWN_ATTRIBUTES = frozenset(ATTRIBUTE_SYNONYMS) | {"colour", "color", "size", "limit", "headcount", "revenue",
-                                                    "pin", "code", "number", "schedule", "plan"}
 DATE_ATTRIBUTES = frozenset({"deadline", "start_date", "end_date", "launch_date", "release_date", "eta", "date",
                              "expiry_date", "ship_date"})
 
@@ -124,39 +91,24 @@ def _strip_article(text: str) -> str:
     return re.sub(r"^(?:the|a|an|this|that|some)\s+", "", text.strip()).strip()
 
 
-def display_subject(subject: str | None, raw: str | None = None) -> str:
-    """Return how a canonical subject reads at the start of a sentence ("The user", "IC-MC-44", "Tom")."""
-    if subject == "user":
-        return "The user"
-    if subject == "team":
-        return "The team"
-    if subject is None:
-        return "It"
-    if subject.startswith(("user's ", "team's ")):
-        return "The " + subject
-    if RECORD_ID.fullmatch(subject):
-        return subject
-    shown = _strip_article(raw or subject)
-    if raw and all(w[:1].isupper() or w[:1].isdigit() for w in shown.split()):
-        return shown
-    return "The " + shown
-
-
-def possessive(shown: str) -> str:
-    """Return the possessive of a displayed subject ("The user" -> "The user's")."""
-    return shown + ("'" if shown.endswith("s") and not shown.endswith("'s") else "'s")
-
-
 def canonical_attribute(phrase: str | None) -> str | None:
-    """Return the snake_case attribute for a phrase, through the synonym table ("Lead time" -> "lead_time")."""
+    """Return the canonical slot for an attribute phrase, through the slot table ("Lead time" -> "lead_time").
+
+    The table (`assets/words/slots.tsv`, loaded by `mnemo.lexicon`) merges synonyms only; a phrase
+    it does not know keeps its own snake_case form, qualifiers included ("home address" ->
+    "home_address").
+    """
+    from .lexicon import slot_table
+
     if phrase is None:
         return None
     low = " ".join(phrase.lower().replace("_", " ").split()).strip(" .:")
     if not low:
         return None
-    if low in ATTRIBUTE_SYNONYMS:
-        return ATTRIBUTE_SYNONYMS[low]
-    return re.sub(r"[^a-z0-9:]+", "_", low).strip("_")
+    info = slot_table().get(low)
+    if info is not None:
+        return info.slot
+    return re.sub(r"[^\w:]+", "_", low).strip("_")
 
 
 def normalise_value(raw: str | None) -> str | None:
@@ -183,14 +135,6 @@ def value_key(value: str | None) -> str:
 def same_value(a: str | None, b: str | None) -> bool:
     """Return True when two values are the same after normalisation."""
     return a is not None and b is not None and value_key(a) == value_key(b)
-
-
-def value_within(part: str | None, whole: str | None) -> bool:
-    """Return True when every content token of `part` appears in `whole` ("21" within "21 days")."""
-    if part is None or whole is None:
-        return False
-    small, big = content_tokens(part), content_tokens(whole)
-    return bool(small) and small <= big
 
 
 def stem(word: str) -> str:
@@ -288,80 +232,12 @@ def parse_date(text: str, now: datetime | None) -> tuple[str | None, str | None]
     return None, None
 
 
-_IRREGULAR_3RD = {"have": "has", "do": "does", "go": "goes", "be": "is", "am": "is"}
-_AUX = frozenset("can could will would should must might may did was were had is are am shall "
-                 "don't didn't won't can't wouldn't shouldn't couldn't isn't wasn't".split())
-PAST_VERBS = frozenset("went met had saw got took made bought ate ran flew gave told said left found felt kept lost paid "
-                  "sent spent thought wrote came became began broke chose drove fell forgot knew sold sat slept "
-                  "spoke stood swam taught won wore hit put set quit cut let did was were".split())
-_ED_BASE = frozenset("need feed seed bleed speed breed proceed succeed exceed embed".split())
-_PRONOUNS = [
-    (r"\bI am\b|\bI'm\b", "the user is"), (r"\bI've\b", "the user has"), (r"\bI'd\b", "the user would"),
-    (r"\bI'll\b", "the user will"), (r"\bI don't\b", "the user doesn't"), (r"\bI do not\b", "the user does not"),
-    (r"\bwe are\b|\bwe're\b", "the team is"), (r"\bwe've\b", "the team has"), (r"\bwe'll\b", "the team will"),
-    (r"\bwe'd\b", "the team would"), (r"\bwe don't\b", "the team doesn't"), (r"\bwe were\b", "the team was"),
-    (r"\bmy\b", "the user's"), (r"\bmine\b", "the user's"), (r"\bmyself\b", "the user"),
-    (r"\bour\b", "the team's"), (r"\bours\b", "the team's"),
-]
-
-
-def third_person_verb(verb: str) -> str:
-    """Return the third person singular of a base-form verb (go -> goes, try -> tries)."""
-    low = verb.lower()
-    if low in _IRREGULAR_3RD:
-        return _IRREGULAR_3RD[low]
-    if low in _AUX or low in PAST_VERBS or (low.endswith("ed") and low not in _ED_BASE):
-        return verb
-    if low.endswith(("sh", "ch", "x", "z", "o", "ss")):
-        return verb + "es"
-    if low.endswith("s"):
-        return verb
-        return verb + "es"
-    if len(low) > 2 and low.endswith("y") and low[-2] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + "s"
-
-
-def third_person(sentence: str) -> str:
-    """Return `sentence` rewritten from the speaker's view into the third person, as a full sentence.
-
-    "I usually go to the gym on Mondays" -> "The user usually goes to the gym on Mondays."
-    Only pronouns and the verb right after I / we change; the rest is kept as written.
-    """
-    text = sentence.strip()
-    for pattern, repl in _PRONOUNS:
-        text = re.sub(pattern, repl, text, flags=re.I)
-
-    def _subject_verb(m: re.Match) -> str:
-        who = "the user" if m.group("who") == "I" else "the team"
-        return f"{who} {m.group('adv') or ''}{third_person_verb(m.group('verb'))}"
-
-    adverbs = (r"(?P<adv>(?:usually|always|often|never|sometimes|normally|typically|also|really|still|now|mostly|"
-               r"just|finally|recently|already) )?")
-    text = re.sub(rf"(?P<who>\bI\b|\b[Ww]e\b) {adverbs}(?P<verb>[a-z]+)\b", _subject_verb, text)
-    text = re.sub(r"\b(?:me|us)\b", lambda m: "the user" if m.group(0) == "me" else "the team", text)
-    text = text[0].upper() + text[1:] if text else text
-    return text if text.endswith((".", "!", "?", '"')) else text + "."
-
-
 # ---------------------------------------------------------------- sentences
 _ABBREV = re.compile(r"\b(?:mr|mrs|ms|dr|st|jr|sr|vs|etc|e\.g|i\.e|inc|ltd|co|approx|no)\.$", re.I)
 _CHIT = frozenset("ok okay k kk thanks thank you thx ty cheers haha hahaha lol lmao nice cool great awesome sure "
                   "yes yeah yep no nope hi hello hey bye goodbye good morning night evening afternoon see ya later "
                   "perfect wow hmm hm oh ah got it sounds good np problem welcome alright right fine indeed agreed "
                   "true exactly that's that is so very really much lot a :) 👍 🙂 😂 xd lovely".split())
-
-_CONTRACTIONS = ((r"\bI'm\b", "I am"), (r"\bI've\b", "I have"), (r"\bI'd\b", "I would"), (r"\bI'll\b", "I will"),
-                 (r"\b([Ww]e)'re\b", r"\1 are"), (r"\b([Ww]e)'ve\b", r"\1 have"), (r"\b([Ww]e)'ll\b", r"\1 will"),
-                 (r"\b([Ww]e)'d\b", r"\1 would"))
-
-
-def expand(clause: str) -> str:
-    """Return a clause with typographic apostrophes straightened and I'm / we're / I've ... spelled out."""
-    text = clause.replace("\u2019", "'")
-    for pattern, repl in _CONTRACTIONS:
-        text = re.sub(pattern, repl, text)
-    return text
 
 
 def sentences(text: str) -> list[str]:
@@ -382,3 +258,34 @@ def chitchat(sentence: str) -> bool:
     """Return True for small talk that stores nothing ("ok thanks", "haha nice")."""
     words = re.findall(r"[\w':()👍🙂😂]+", sentence.lower())
     return not content_tokens(sentence) or all(w in _CHIT for w in words)
+
+
+_MARK_DIGIT = re.compile(r"\d")
+# Words that make a mark: digits, an address, a record id, or a capitalised name inside a sentence.
+_TOKEN = re.compile(r"[\w@.+'/:-]+")
+_HOSTLIKE = re.compile(r"\w\.\w{2,}|/\w")
+_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|[:;]\s+|\"\s*)$")
+_NOT_NAMES = frozenset("i i'm i've i'd i'll the user user's team team's a an it this that my our he she they we you "
+                       "mr mrs ms dr".split())
+
+
+def marks(text: str | None) -> frozenset[str]:
+    """Return the marks of a statement: numbers, identifiers, addresses and names inside it, lower-cased.
+
+    A capitalised word counts as a name unless it starts a sentence (or is "I"); digits count
+    wherever they are, with their attached letters ("4412", "kt-40", "10am"); so do e-mail
+    addresses, hosts and paths ("stream.example.io/logs").
+    """
+    if not text:
+        return frozenset()
+    out: set[str] = set()
+    for m in _TOKEN.finditer(text):
+        word = m.group(0).strip(".'-/:")
+        low = word.lower()
+        if not word or low in _NOT_NAMES:
+            continue
+        if _MARK_DIGIT.search(word) or "@" in word or _HOSTLIKE.search(word):
+            out.add(low.rstrip(".,"))
+        elif word[0].isupper() and not _SENTENCE_START.search(text[:m.start()]):
+            out.add(low.removesuffix("'s"))
+    return frozenset(out)

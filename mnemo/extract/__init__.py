@@ -1,0 +1,19 @@
+"""Extraction: a turn of text in, claims out (subject, slot, value, polarity, time), offline or live.
+
+    extract(llm, turn, context, cfg)                       # the write path's entry: parser or model
+    extract_offline(text, context=(), now=None, cfg=...)   # the offline parser (spaCy) on its own
+
+The offline extractor reads sentences through spaCy's English dependency parser (`parser`, the
+only module importing spaCy) and builds one claim per clause from the parse (`clauses`, `claims`),
+with the turn-level reading of speakers, commands and notes in `turns`. The live extractor asks the
+model for the same claim schema (`live`). Word lists that remain are data in `words/`.
+"""
+
+from ..normalise import sentences
+from .claims import EXTRACTOR
+from .live import EXTRACT_SCHEMA, extract
+from .parser import ParserUnavailable, parser_name
+from .turns import extract_offline, read_turn
+
+__all__ = ["EXTRACT_SCHEMA", "EXTRACTOR", "ParserUnavailable", "extract", "extract_offline", "parser_name",
+           "read_turn", "sentences"]

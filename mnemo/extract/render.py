@@ -1,0 +1,96 @@
+"""Memory text from parsed tokens: the speaker's words in the third person, as a full sentence.
+
+    render(tokens, replace={i: "the user's mechanic"})   # "The user's mechanic put his rate up to 60 GBP."
+
+First-person pronouns become "the user" (singular: I, me, my) or "the team" (we, us, our), and
+the finite verb of such a subject agrees with it ("I am" -> "the user is", "we have" -> "the
+team has"). Everything else is kept as written, with the parse's own whitespace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Token = Any
+_FIRST = {"i": "the user", "me": "the user", "my": "the user's", "mine": "the user's", "myself": "the user",
+          "we": "the team", "us": "the team", "our": "the team's", "ours": "the team's", "ourselves": "the team"}
+_AGREE = {"am": "is", "'m": "is", "are": "is", "'re": "is", "have": "has", "'ve": "has", "do": "does",
+          "were": "was", "was": "was", "'d": "would", "'ll": "will"}
+_IRREGULAR = {"go": "goes", "be": "is"}
+_DROP_LEADING = frozenset("please pls oh ah well so hey hi hello ok okay yes yeah also and but anyway btw".split())
+
+
+def third_person_verb(verb: str) -> str:
+    """Return the third person singular of a present-tense verb (go -> goes, try -> tries)."""
+    low = verb.lower()
+    if low in _AGREE:
+        return _AGREE[low]
+    if low in _IRREGULAR:
+        return _IRREGULAR[low]
+    if low.endswith(("sh", "ch", "x", "z", "o", "ss")):
+        return verb + "es"
+    if len(low) > 2 and low.endswith("y") and low[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    if low.endswith("s"):
+        return verb
+    return verb + "s"
+
+
+def _finite(subject: Token) -> Token | None:
+    """Return the present-tense finite verb or auxiliary a first-person subject governs, if any."""
+    head = subject.head
+    for c in head.children:
+        if c.dep_ in ("aux", "auxpass") and c.i > subject.i:
+            return c if c.tag_ in ("VBP", "VBD") or c.lower_ in ("'d", "'ll") else None
+    bare = head.tag_ in ("VB", "IN") and head.lower_ == head.lemma_.lower() and head.dep_ == "ROOT"
+    if head.i > subject.i and (head.tag_ in ("VBP", "VBD") or (head.tag_ == "VB" or bare) and not any(
+            c.dep_ in ("aux", "auxpass") for c in head.children)):
+        return head
+    return None
+
+
+def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *, third: bool = True) -> str:
+    """Return the tokens as one third-person sentence (see the module docstring)."""
+    replace = dict(replace or {})
+    toks = list(tokens)
+    while toks and (toks[0].is_punct or toks[0].dep_ in ("intj", "cc") or toks[0].lower_ in _DROP_LEADING):
+        toks.pop(0)
+    while toks and toks[-1].is_punct and toks[-1].text not in (")", '"', "'"):
+        toks.pop()
+    if third:
+        for t in toks:
+            low = t.lower_
+            if t.i in replace or t.pos_ != "PRON" or low not in _FIRST:
+                continue
+            replace[t.i] = _FIRST[low]
+            if t.dep_ in ("nsubj", "nsubjpass") and low in ("i", "we"):
+                verb = _finite(t)
+                if verb is not None and verb.i not in replace:
+                    word = verb.text if verb.lower_ not in _AGREE else _AGREE[verb.lower_]
+                    replace[verb.i] = word if verb.tag_ == "VBD" or verb.lower_ in _AGREE else third_person_verb(word)
+        for t in toks:
+            # "they" resolved to one named thing takes a singular verb only when replaced by the caller.
+            if t.i in replace and t.dep_ in ("nsubj", "nsubjpass") and t.lower_ == "they":
+                verb = _finite(t)
+                if verb is not None and verb.i not in replace and verb.lower_ in ("are", "'re", "have", "'ve", "were"):
+                    replace[verb.i] = _AGREE[verb.lower_]
+    ids = {t.i for t in toks}
+    # A comma that bordered a left-out clause ("The report, which ..., is due") goes with it.
+    toks = [t for t in toks if not (t.text == "," and ((t.i + 1) not in ids or (t.i - 1) not in ids))]
+    ids = {t.i for t in toks}
+    parts: list[str] = []
+    for k, t in enumerate(toks):
+        word = replace.get(t.i, t.text)
+        if t.i in replace and t.text.startswith("'") and parts and not parts[-1].endswith(" "):
+            parts.append(" ")
+        gap = t.whitespace_ if (t.i + 1) in ids or k == len(toks) - 1 else " "
+        parts.append(word + gap)
+    text = re.sub(r"\s+", " ", "".join(parts)).strip()
+    text = re.sub(r"\s+([,.;:!?])", r"\1", text)
+    text = re.sub(r"([,;:])(?:\s*[,;:])+", r"\1", text).strip(" ,;:")
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?", '"', ")")) else text + "."

@@ -1,0 +1,596 @@
+"""A turn of text to claims: speakers, sentences, commands, coreference, notes and importance.
+
+    extract_offline(text, context=(), now=None, cfg=WriteConfig(), user=None)  -> list[Candidate]
+
+What the turn level adds to `claims`:
+
+- Transcripts: a turn of "Name: ..." lines is split by speaker. Assistant lines give nothing; the
+  user's lines ("User:", "Me:", or the user's own name) are read as the user's; another named
+  speaker's first person is that speaker ("Caroline: I started at the shelter" is about caroline).
+- Size: a turn is cut into sentences without parsing; only the first `max_sentences` of them are
+  parsed, and each is cut at `MAX_SENTENCE_CHARS`, so a 1 MB turn costs what its first sentences
+  cost. What was not read is reported by the caller.
+- Commands, read from the parse: an imperative whose verb removes ("forget / delete / wipe ... X",
+  `assets/words/removal_verbs.txt`) or a negated keep ("don't keep my address") is a forget request for
+  X; "remember / note / keep in mind that X" (`assets/words/retention_verbs.txt`) pins X's claims; "save
+  this" / "forget that" point at the previous statement of the turn, or at the latest context turn.
+  A turn that looks like a prompt injection gives no command at all: its suspicious sentences are
+  stored verbatim, quoted, as low-importance notes.
+- Conditions: "if the team lead changes, this would change" is not a statement; it marks the
+  claims of the statement before it as holding only while that fact does (meta["depends_on"]).
+- Notes: an informative statement that yields no claim is kept as a note (its text in the third
+  person, no slot), so nothing said is lost; small talk and questions give nothing.
+- Importance: a base by category, +0.15 for emphasis, -0.15 for hedges, then floors for identity
+  facts of the user, deadlines and dated events, and remember requests (WriteConfig).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from .. import lexicon
+from ..config import WriteConfig
+from ..model import Candidate, Turn
+from ..normalise import canonical_attribute, canonical_subject, chitchat, content_tokens, sentences
+from . import claims as claims_mod
+from .clauses import analyse, heads, subtree
+from .parser import parse
+from .render import render
+from .values import marks
+
+IDENTITY_ATTRIBUTES = frozenset({"name", "city", "address", "job_title", "employer", "email", "phone", "mobile",
+                                 "age", "birthday", "origin", "preferred_name"})
+MAX_SENTENCE_CHARS = 2_000  # a "sentence" longer than this is cut: no statement a person makes is longer
+INJECTION = re.compile(
+    r"\b(?:ignore|disregard|forget|override) (?:all |any )?(?:of )?(?:the |your )?(?:previous|prior|above|earlier|"
+    r"preceding|system|existing) (?:instructions|prompts?|rules|messages|directions)\b|\bsystem prompt\b|"
+    r"\byou are now\b|\bnew instructions\s*:|<\|im_(?:start|end)\|>|\[/?INST\]|^\s*#+\s*(?:system|instruction)|"
+    r"^\s*(?:system|assistant|developer|tool)\s*:", re.I | re.M)
+_EMPHASIS = re.compile(r"\b(?:important|importantly|critical|crucial|urgent|urgently|asap|vital|essential|"
+                       r"never forget)\b|!!", re.I)
+_HEDGE = re.compile(r"\b(?:maybe|perhaps|probably|i think|i guess|not sure|might)\b", re.I)
+_SPEAKER = re.compile(r"^\s*(?P<who>[A-Z][\w .'-]{0,40}?)\s*:\s+(?P<text>\S.*)$")
+_ASSISTANT = frozenset({"assistant", "ai", "bot", "agent", "system", "mnemo", "model", "gpt", "claude", "qwen"})
+_USER_SPEAKERS = frozenset({"user", "me", "human", "customer", "client", "you"})
+_POINTER = frozenset({"this", "that", "it", "these", "those"})
+_SOCIAL = frozenset("wow awesome amazing great cool nice glad happy sound sounds congratulations congrats luck "
+                    "proud wonderful fantastic thank thanks hope soon fun sweet lovely super totally definitely "
+                    "absolutely bye hey hi hello yeah sure exactly agree true sorry hear love appreciate cheers "
+                    "lol haha cute ooh oh ah hmm useful helpful brilliant perfect fair enough way go talk see "
+                    "later".split())
+
+
+@dataclass
+class TurnState:
+    """What extraction knows while reading one turn: its time, context, speaker and what it found so far."""
+
+    now: datetime | None
+    context: list[Turn]
+    cfg: WriteConfig
+    commands: bool
+    mentions: claims_mod.Mentions = field(default_factory=claims_mod.Mentions)
+    said: list[list[Candidate]] = field(default_factory=list)  # the claims of each statement, in order
+
+
+def speaker_lines(text: str, user: str | None) -> list[tuple[str | None, str]]:
+    """Return (speaker, text) parts of a turn: one part with speaker None unless it is a "Name: ..." transcript.
+
+    A speaker is "user" for the user's own lines, None for lines that are not the user's or a
+    named person's (assistant lines are dropped), else the named speaker's canonical key.
+    """
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    labelled = [_SPEAKER.match(ln) for ln in lines]
+    if len(lines) < 2 or sum(m is not None for m in labelled) < 2:
+        return [(None, text)]
+    out: list[tuple[str | None, str]] = []
+    who: str | None = None
+    for line, m in zip(lines, labelled, strict=True):
+        if m is not None:
+            name = m["who"].strip()
+            low = name.lower()
+            who = ("#assistant" if low in _ASSISTANT else "user" if low in _USER_SPEAKERS or
+                   (user and low == user.lower()) else canonical_subject(name))
+            line = m["text"]
+        if who != "#assistant":
+            out.append((who, line))
+    return out
+
+
+_SPLICE = re.compile(r",\s+(?=(?:I|we|he|she|they|it|I'm|I've|I'd|we're|it's)\s)")
+_SUBORDINATE = re.compile(r"^(?:if|when|whenever|because|although|though|as|since|while|after|before|once|unless|"
+                          r"until|whether)\b", re.I)
+
+
+def _splices(sentence: str) -> list[str]:
+    """Return a comma splice of independent clauses as separate sentences ("I left, I couldn't keep up").
+
+    A comma after a subordinate clause ("If it rains, I stay in") joins, it does not splice.
+    """
+    parts = _SPLICE.split(sentence)
+    if len(parts) < 2 or _SUBORDINATE.match(sentence.strip()):
+        return [sentence]
+    out = [parts[0]]
+    for p in parts[1:]:
+        if len(out[-1].split()) < 3 or len(p.split()) < 3:
+            out[-1] = f"{out[-1]}, {p}"
+        else:
+            out.append(p)
+    return out
+
+
+def _chunks(text: str, limit: int) -> tuple[list[str], int]:
+    """Return the first `limit` sentences of `text` (semicolons split too, long ones cut) and how many were left."""
+    found: list[str] = []
+    for s in sentences(text):
+        for part in [x for piece in re.split(r"(?<=;)\s+", s) for x in _splices(piece)]:
+            part = part.strip()
+            while len(part) > MAX_SENTENCE_CHARS:
+                cut = part.rfind(" ", 0, MAX_SENTENCE_CHARS)
+                cut = cut if cut > 0 else MAX_SENTENCE_CHARS
+                found.append(part[:cut])
+                part = part[cut:].strip()
+            if part:
+                found.append(part.rstrip(";").strip() + ("" if part.endswith((".", "!", "?", ";")) else ""))
+    return found[:limit], max(0, len(found) - limit)
+
+
+def _is_question(sent: Any) -> bool:
+    text = sent.text.strip()
+    if text.endswith("?"):
+        return True
+    first = next((t for t in sent if not t.is_punct and t.dep_ != "intj"), None)
+    return first is not None and first.tag_ in ("WDT", "WP", "WRB") and sent.root.tag_ != "VBD" and text.endswith("?")
+
+
+def _informative(text: str) -> bool:
+    words = text.split()
+    rich = content_tokens(text) - _SOCIAL
+    second = re.search(r"\b(?:you|your|you're|you've)\b", text, re.I)
+    first = re.search(r"\b(?:I|me|my|mine|we|our|us)\b", text)
+    return len(words) >= 4 and len(rich) >= 2 and not (second and not first) and not chitchat(text)
+
+
+def _note(sent: Any, source: str, *, suspicious: bool = False, importance: float = 0.3,
+          category: str = "note", kind: str = "episodic") -> Candidate:
+    """Return a note: the sentence as said, third person (quoted as data when it looks like an injection)."""
+    text = sent if isinstance(sent, str) else render(list(sent))
+    shown = f'The user wrote (stored as data): "{source.strip()}"' if suspicious else text
+    ids = sorted({m.group(0).upper() for m in re.finditer(r"\b[A-Za-z]{1,6}(?:-[A-Za-z0-9]{1,10})*-\d[A-Za-z0-9]*\b",
+                                                           source)})
+    subject = ids[0] if ids else ("user" if re.match(r"^(?:I|my|me)\b", source.strip(), re.I) else
+                                  "team" if re.match(r"^(?:we|our)\b", source.strip(), re.I) else None)
+    meta: dict[str, Any] = {"source_text": source, "rule": "note.suspicious" if suspicious else "note",
+                            "extractor": claims_mod.EXTRACTOR, "marks": sorted(marks(shown))}
+    if suspicious:
+        meta["suspicious"] = True
+    return Candidate(text=shown, kind=kind, category=category, subject=subject, record_id=ids[0] if ids else None,
+                     references=tuple(ids[1:]), importance=0.15 if suspicious else importance, single_valued=False,
+                     meta=meta)
+
+
+def finalise(c: Candidate, cfg: WriteConfig, *, emphasis: bool, hedge: bool, pinned: bool) -> Candidate:
+    """Return `c` with its importance adjusted, floored and clamped, and pinned if asked to remember it."""
+    imp = c.importance + (0.15 if emphasis else 0.0) - (0.15 if hedge else 0.0)
+    if c.subject == "user" and c.attribute in IDENTITY_ATTRIBUTES and not c.negated:
+        imp = max(imp, cfg.identity_floor)
+    dated = c.category == "event" and c.meta.get("raw_date")
+    if c.category == "deadline" or dated:
+        imp = max(imp, cfg.deadline_floor)
+    if pinned:
+        imp = max(imp, cfg.remember_floor)
+    meta = {**c.meta, "remember": True} if pinned else c.meta
+    return replace(c, importance=round(min(1.0, max(0.0, imp)), 3), pinned=c.pinned or pinned, meta=meta)
+
+
+def _command_verb(sent: Any) -> tuple[str, Any] | None:
+    """Return ("forget" | "remember", the verb) when the sentence asks the assistant to drop or keep something.
+
+    The request's verb is the sentence's first verb when it has no subject but "you" (an
+    imperative, with "please", "can you", "don't" before it), or the verb a "want / need you to"
+    governs. A removal verb asks to forget; a keep verb asks to remember, or to forget when negated.
+    """
+    verbs = [t for t in sent if t.pos_ in ("VERB", "AUX") and t.dep_ not in ("aux", "auxpass")]
+    if not verbs:
+        return None
+    root = sent.root if sent.root.pos_ in ("VERB", "AUX") else verbs[0]
+    first = verbs[0]
+    candidates = [first] if first.i != root.i else []
+    candidates.append(root)
+    for c in root.children:
+        if c.dep_ in ("xcomp", "ccomp") and root.lemma_ in ("want", "need", "like", "would", "ask"):
+            candidates.insert(0, c)
+    for verb in candidates:
+        found = _as_command(verb)
+        if found is not None:
+            return found
+    return None
+
+
+def _names_memory(verb: Any) -> bool:
+    """Return True when "delete / remove / wipe X" is about what the assistant holds, not about files.
+
+    The object is the speaker's ("my phone number"), a stored statement ("that", "the bit about
+    X"), or the request says where from ("from your notes / memory").
+    """
+    for t in subtree(verb):
+        if t.i == verb.i:
+            continue
+        low = t.lower_
+        if low in ("my", "me", "mine", "our", "us", "i") or low in _POINTER and t.head.i == verb.i:
+            return True
+        if low in ("memory", "memories", "notes", "records") and any(a.lower_ == "from" for a in t.ancestors):
+            return True
+        if t.lemma_.lower() in lexicon.words("container_nouns") and t.head.i == verb.i:
+            return True
+    return False
+
+
+def _as_command(verb: Any) -> tuple[str, Any] | None:
+    subj = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+    if not (subj is None or subj.lower_ == "you") or verb.tag_ not in ("VB", "VBP"):
+        return None
+    negated = any(c.dep_ == "neg" for c in verb.children)
+    lemma = verb.lemma_.lower()
+    if lemma in lexicon.words("removal_verbs") and negated:
+        # "Don't forget that I'm allergic to shellfish" asks to remember.
+        return "remember", verb
+    if lemma in lexicon.words("removal_verbs") and (lemma in ("forget", "unlearn") or _names_memory(verb)):
+        return "forget", verb
+    if lemma in ("stop",) and any(c.dep_ == "xcomp" and c.lemma_ in lexicon.words("retention_verbs")
+                                  for c in verb.children):
+        return "forget", verb
+    if lemma in lexicon.words("retention_verbs"):
+        return ("forget" if negated else "remember"), verb
+    if lemma == "make" and any(c.lower_ == "note" for c in verb.children):
+        return "remember", verb
+    return None
+
+
+def _target(verb: Any) -> tuple[list[Any], str | None]:
+    """Return the tokens naming what a forget / remember request is about, and a qualifier (old / new).
+
+    "Forget what I said about Tom" is about Tom; "forget the lead time for IC-MC-44" keeps the
+    preposition the parse hung on the verb.
+    """
+    said = next((c for c in verb.children if c.dep_ == "ccomp" and c.lemma_ in ("say", "tell", "mention", "write")),
+                None)
+    about = next((c for c in said.children if c.dep_ == "prep" and c.lower_ in ("about", "regarding", "on")),
+                 None) if said is not None else None
+    if about is not None:
+        pobj = next((c for c in about.children if c.dep_ == "pobj"), None)
+        if pobj is not None:
+            return subtree(pobj), None
+    found, qual = _target_np(verb)
+    extra = [p for p in verb.children if p.dep_ == "prep" and p.lower_ in ("for", "of", "on") and found
+             and found[0].dep_ != "ccomp" and p.i > max(t.i for t in found)
+             and any(x.dep_ == "pobj" and x.pos_ in ("NOUN", "PROPN") for x in p.children)]
+    if extra:
+        found = sorted([*found, *subtree(extra[0])], key=lambda t: t.i)
+    return found, qual
+
+
+def _target_np(verb: Any) -> tuple[list[Any], str | None]:
+    obj = next((c for c in verb.children if c.dep_ in ("dobj", "ccomp", "xcomp", "attr", "oprd")), None) or next(
+        (c for c in verb.children if c.i > verb.i and c.pos_ in ("NOUN", "PROPN")
+         and c.dep_ in ("npadvmod", "dep", "appos", "nmod", "nsubj")), None)
+    about = next((c for c in verb.children if c.dep_ == "prep" and c.lower_ in ("about", "on", "regarding")), None)
+    if obj is None and about is None:
+        return [], None
+    if obj is not None and obj.lemma_.lower() in lexicon.words("container_nouns") | {"what", "anything", "all"}:
+        inner = next((c for c in obj.children if c.dep_ == "prep" and c.lower_ in ("about", "on", "regarding", "of")),
+                     None) or about
+        if inner is None and obj.dep_ in ("ccomp",):
+            return subtree(obj), None
+        if inner is not None:
+            pobj = next((c for c in inner.children if c.dep_ in ("pobj", "pcomp")), None)
+            if pobj is not None:
+                obj = pobj
+            elif obj.lower_ in ("everything", "all", "anything"):
+                return [obj], None
+    elif obj is None and about is not None:
+        obj = next((c for c in about.children if c.dep_ in ("pobj", "pcomp")), None)
+    if obj is None:
+        return [], None
+    toks = [t for t in subtree(obj) if not (t.dep_ == "prep" and t.lower_ == "from") and t.head.lower_ != "from"]
+    toks = [t for t in toks if not any(a.lower_ == "from" for a in t.ancestors if a.i > obj.i)]
+    qual = next((t.lower_ for t in toks if t.lower_ in ("old", "previous", "former", "current", "new")), None)
+    return toks, qual
+
+
+def _forget_candidate(target: list[Any], qualifier: str | None, source: str, st: TurnState) -> list[Candidate]:
+    """Return the forget command for the target phrase of a request."""
+    meta: dict[str, Any] = {"source_text": source, "rule": "command.forget", "extractor": claims_mod.EXTRACTOR}
+    words = [t for t in target if t.lower_ not in ("old", "previous", "former", "current", "new")]
+    low = " ".join(t.lower_ for t in words)
+    if not words or low in ("everything", "all", "anything", "all memories", "all of it", "all data") or (
+            words[0].lower_ in ("everything", "all") and all(t.lower_ in ("everything", "all", "about", "me", "my",
+                                                                       "memories", "data", "of", "you", "know")
+                                                          for t in words)):
+        meta["forget"] = {"terms": [], "qualifier": qualifier, "scope": "all"}
+        return [Candidate(text=source, category="note", command="forget", importance=1.0, single_valued=False,
+                          meta=meta)]
+    if len(words) == 1 and words[0].lower_ in _POINTER:
+        return _forget_that(source, st)
+    ids = {t.i for t in words}
+    head = next((t for t in words if t.head.i not in ids or t.head.i == t.i), words[-1])
+    subject, attribute, value = None, None, None
+    if head.pos_ in ("VERB", "AUX"):
+        # "Forget that I live in Berlin": the request names a statement; take its claim.
+        said = [b.candidate for b in claims_mod.claim(analyse(head, None, head.sent, set()), st.mentions, st.now,
+                                                       source)]
+        if said:
+            subject, attribute, value = said[0].subject, said[0].attribute, said[0].value
+            meta["slot_phrase"] = said[0].meta.get("slot_phrase")
+    owner_slot = claims_mod.attribute_of(head, st.mentions) if attribute is None else None
+    if owner_slot is None and attribute is None and head.pos_ == "NOUN":
+        owner = next((x for p in words if p.dep_ == "prep" and p.lower_ in ("for", "of", "on") and p.head.i not in ids
+                      for x in p.children if x.dep_ == "pobj"), None)
+        if owner is not None:
+            owner_slot = (claims_mod.entity_of(owner, st.mentions), [*claims_mod._modifiers(head), head])
+    if owner_slot is not None:
+        owner_slot = (owner_slot[0], [w for w in owner_slot[1] if w.lower_ not in claims_mod._NOT_KIND]
+                      or owner_slot[1])
+        owner, slot_words = owner_slot
+        subject = owner.key
+        phrase = claims_mod.slot_words_key(slot_words)
+        attribute = canonical_attribute(claims_mod.canonical_slot(phrase, "*", relation=False)[0]) if phrase else None
+        meta["slot_phrase"] = phrase
+    elif attribute is None:
+        entity = claims_mod.entity_of(head, st.mentions)
+        subject = entity.key
+    terms = sorted(content_tokens(" ".join(t.text for t in words)) - {"old", "previou", "former", "current", "new",
+                                                                       "note", "memory", "memorie", "thing"})
+    meta["forget"] = {"terms": terms, "qualifier": qualifier,
+                      "scope": subject if subject in ("user", "team") and not attribute else None}
+    # The names, numbers and identifiers the request says, wherever they stand in it ("Forget Tom").
+    meta["marks"] = sorted({t.lower_.removesuffix("'s") for t in words if t.pos_ == "PROPN" or t.like_num
+                            or any(ch.isdigit() for ch in t.text) or "@" in t.text})
+    shown = render(words)
+    return [Candidate(text=shown, kind="semantic", category="note", subject=subject, attribute=attribute, value=value,
+                      command="forget", importance=1.0, single_valued=False, meta=meta)]
+
+
+def _forget_that(source: str, st: TurnState) -> list[Candidate]:
+    """Return forget commands for what "that" points at: this turn's last statement, else the latest context turn.
+
+    The statement withdrawn in the same turn is never written; as a command it also retires
+    stored memories holding its identifiers.
+    """
+    k = next((k for k in range(len(st.said) - 1, -1, -1) if st.said[k] and all(c.command is None for c in st.said[k])),
+             None)
+    if k is not None:
+        found, rule = st.said[k], "command.forget.same_turn"
+        st.said[k] = []
+    else:
+        found, rule = _from_context(st, source), "command.forget.context"
+    return [replace(c, command="forget", meta={**c.meta, "rule": rule, "forget": {"terms": [], "qualifier": None,
+                                                                                   "scope": None}})
+            for c in found]
+
+
+def _context_turn(st: TurnState) -> tuple[Turn | None, list[Turn]]:
+    """Return the latest context turn that says something (not small talk, not a pointer), and the turns before it."""
+    recent = st.context[-st.cfg.context_turns:] if st.cfg.context_turns > 0 else []
+    for k in range(len(recent) - 1, -1, -1):
+        text = recent[k].text.strip()
+        if chitchat(text) or _points_back(text):
+            continue
+        return recent[k], recent[:k]
+    return None, []
+
+
+def _points_back(text: str) -> bool:
+    words = re.findall(r"[a-z']+", text.lower())
+    verbs = lexicon.words("removal_verbs") | lexicon.words("retention_verbs") | {"save"}
+    return bool(words) and len(words) <= 6 and any(w in verbs for w in words) and any(w in _POINTER for w in words)
+
+
+def _from_context(st: TurnState, source: str) -> list[Candidate]:
+    """Return the claims of the turn "save this" / "forget that" points at ([] when there is none)."""
+    turn, before = _context_turn(st)
+    if turn is None:
+        return []
+    if turn.role != "user":
+        found = [_note(turn.text.strip(), turn.text, importance=0.5, kind="semantic")]
+    else:
+        found = read_turn(turn.text, before, st.now, st.cfg, commands=False)[0] or [
+            _note(turn.text.strip(), turn.text, importance=0.5, kind="semantic")]
+    return [replace(c, meta={**c.meta, "resolved_from_turn": turn.id, "requested_by": source}) for c in found]
+
+
+def _condition(sent: Any) -> str | None:
+    """Return the attribute a sentence's "if <root fact> changes, this would change" depends on, or None."""
+    for t in sent:
+        if t.lemma_ == "change" and any(m.lower_ == "if" for m in t.children if m.dep_ == "mark"):
+            subj = next((c for c in t.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+            if subj is not None and subj.pos_ == "NOUN":
+                words = [*claims_mod._modifiers(subj), subj]
+                return canonical_attribute(claims_mod.canonical_slot(claims_mod.slot_words_key(words), "*",
+                                                                     relation=False)[0])
+    return None
+
+
+def _named(sent: Any, st: TurnState, before_pronouns: bool = False) -> None:
+    """Register the people and organisations a sentence names, so its own pronouns can find them.
+
+    With `before_pronouns`, only names said before the sentence's first third-person pronoun count:
+    in "his name is Barnaby", "his" is not Barnaby.
+    """
+    first = next((t.i for t in sent if t.pos_ == "PRON" and t.lower_ in claims_mod._THIRD), None)
+    for t in sent:
+        if before_pronouns and first is not None and t.i > first:
+            break
+        named = t.i > 0 and getattr(claims_mod.name_of(sent.doc[t.i - 1]), "i", -1) == t.i
+        if t.ent_type_ in ("PERSON", "ORG") and t.ent_iob_ == "B" and t.dep_ not in ("appos", "compound", "oprd") \
+                and not named:
+            st.mentions.add(claims_mod.entity_of(t, st.mentions))
+
+
+def _about_memory(c: Any) -> bool:
+    """Return True for a clause about the storing itself ("I'd rather that wasn't stored"), not about the world."""
+    verbs = lexicon.words("retention_verbs") | lexicon.words("removal_verbs")
+    return any(t.lemma_.lower() in verbs and t.pos_ == "VERB" for t in c.tokens) and any(
+        t.lower_ in _POINTER and t.pos_ == "PRON" or t.lower_ == "you" for t in c.tokens)
+
+
+def _says_something(c: Any) -> bool:
+    """Return False for a clause made only of thanks, praise and names, or about the listener alone.
+
+    "That sounds great, John", "Congratulations on your win", "Talk to you soon": what is said to
+    "you" with no first person in it is not a fact about the speaker.
+    """
+    words = {t.lower_ for t in c.tokens}
+    if words & {"you", "your", "yours"} and not words & {"i", "me", "my", "mine", "we", "us", "our", "'m"}:
+        return False
+    text = " ".join(t.text for t in c.tokens if t.pos_ not in ("PRON", "INTJ", "PUNCT", "PROPN"))
+    return bool(content_tokens(text) - _SOCIAL)
+
+
+def _statement(sent: Any, source: str, st: TurnState, speaker: str | None) -> list[Candidate]:
+    """Return the claims of one declarative sentence (see the module docstring)."""
+    _named(sent, st, before_pronouns=True)
+    all_heads = heads(sent)
+    skip = {h.i for h, _ in all_heads}
+    out: list[Candidate] = []
+    for head, inherited in all_heads:
+        c = analyse(head, inherited, sent, skip)
+        if _about_memory(c) or not _says_something(c):
+            continue
+        for built in claims_mod.claim(c, st.mentions, st.now, source):
+            cand = built.candidate
+            if speaker and speaker not in ("user",) and cand.subject == "user":
+                cand = replace(cand, subject=speaker, text=cand.text.replace("The user", speaker.title(), 1)
+                               .replace("the user", speaker.title()), meta={**cand.meta, "speaker": speaker})
+            st.mentions.add(built.entity)
+            out.append(cand)
+        if c.cause and any(t.lemma_.lower() in lexicon.words("failure_words") for t in c.cause) and out:
+            # "because the migration failed": the failure is a memory of its own, said before the change it caused.
+            head = c.cause_head if c.cause_head is not None and c.cause_head.pos_ in ("VERB", "AUX") else None
+            said = [b.candidate for b in claims_mod.claim(analyse(head, None, sent, set()), st.mentions, st.now,
+                                                          source)] if head is not None else []
+            failed = said[0] if said else _note(render(c.cause), source, importance=0.6, category="failure",
+                                                kind="episodic")
+            failed = replace(failed, category="failure", kind="episodic", cause=None, single_valued=False,
+                             meta={**failed.meta, "from_cause": True, "rule": "failure.cause"})
+            out.insert(len(out) - 1, failed)
+    return out
+
+
+def _seed_mentions(doc: Any, st: TurnState) -> None:
+    """Register the entities the previous turn talked about (its subjects and names), oldest first."""
+    for sent in doc.sents:
+        _named(sent, st)
+        for head, inherited in heads(sent):
+            subj = next((c for c in head.children if c.dep_ in ("nsubj", "nsubjpass")), None) or inherited
+            if subj is not None and subj.pos_ in ("NOUN", "PROPN"):
+                st.mentions.add(claims_mod.entity_of(subj, st.mentions))
+
+
+def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: WriteConfig, *,
+              commands: bool = True, user: str | None = None) -> tuple[list[Candidate], int]:
+    """Return (claims of `text`, sentences left unread); `commands=False` for text quoted from another turn."""
+    st = TurnState(now, list(context), cfg, commands=commands and not INJECTION.search(text))
+    parts = speaker_lines(text, user)
+    chunks: list[tuple[str | None, str]] = []
+    left = 0
+    budget = cfg.max_sentences
+    for speaker, part in parts:
+        found, more = _chunks(part, budget - len(chunks))
+        chunks += [(speaker, s) for s in found]
+        left += more
+    seed = next((t for t in reversed(st.context) if t.role == "user"), None)
+    texts = [s for _, s in chunks]
+    docs = parse(texts + ([seed.text[:MAX_SENTENCE_CHARS]] if seed is not None else []))
+    if seed is not None:
+        # "His sister ..." may point at someone named in the previous turn of the session.
+        _seed_mentions(docs.pop(), st)
+    for (speaker, raw), doc in zip(chunks, docs, strict=True):
+        if INJECTION.search(raw):
+            st.said.append([_note(raw, raw, suspicious=True)])
+            continue
+        emphasis, hedge = bool(_EMPHASIS.search(raw)), bool(_HEDGE.search(raw))
+        for sent in doc.sents:
+            st.said.append(_sentence(sent, raw, st, speaker, emphasis, hedge))
+    return [c for said in st.said for c in said], left
+
+
+def _sentence(sent: Any, raw: str, st: TurnState, speaker: str | None, emphasis: bool, hedge: bool) -> list[Candidate]:
+    """Return the claims of one parsed sentence: a command, a condition on the last statement, claims, or a note."""
+    text = sent.text.strip()
+    if not text or chitchat(text.rstrip(" .!?")):
+        return []
+    command = _command_verb(sent) if speaker in (None, "user") else None
+    if command is not None:
+        kind, verb = command
+        if kind == "forget":
+            if not st.commands:
+                return []
+            return _forget_candidate(*_target(verb), raw, st)
+        target, _ = _target(verb)
+        pointer = not target or (len(target) == 1 and target[0].lower_ in _POINTER)
+        if pointer:
+            found = _from_context(st, raw) if not any(st.said) else [c for c in st.said[-1]]
+        else:
+            found = _content_of(target, raw, st, speaker) or [_note(render(target), raw, kind="semantic")]
+        return [finalise(c, st.cfg, emphasis=emphasis, hedge=False, pinned=not c.meta.get("suspicious"))
+                for c in found]
+    if _is_question(sent):
+        return []
+    root = _condition(sent)
+    if root is not None:
+        # "...; if the team lead changes, this would change": qualifies the statement before it.
+        for k in range(len(st.said) - 1, -1, -1):
+            if st.said[k]:
+                st.said[k] = [replace(c, meta={**c.meta, "depends_on": root}) for c in st.said[k]]
+                break
+        main = [t for t in sent if t.lemma_ == "change" and t.dep_ == "ROOT"]
+        if main or len(sent) < 14:
+            return []
+    found = [finalise(c, st.cfg, emphasis=emphasis, hedge=hedge or c.meta.get("hedged", False), pinned=False)
+             for c in _statement(sent, raw, st, speaker)]
+    # A claim whose value is only a pronoun ("Tom assigned it") says nothing the turn does not say better.
+    # A copula or an instruction with nothing after it ("I'm.", "Please delete.") states nothing.
+    found = [c for c in found if (c.value or c.attribute or c.category == "failure")
+             and (c.value or c.negated or c.category == "failure" or not (
+                 c.category == "instruction" or c.meta.get("slot_phrase") in ("is", "is_a", "name")
+                 or c.attribute in lexicon.slot_families() or c.attribute == "name"))
+             and (c.value or "").lower() not in _POINTER | {"them", "him",
+                                                                                                   "her", "one"}]
+    if not found and _informative(text):
+        note = _note(sent, raw, category="event" if sent.root.tag_ == "VBD" else "note")
+        found = [finalise(note, st.cfg, emphasis=emphasis, hedge=hedge, pinned=False)]
+    return found
+
+
+def _content_of(target: list[Any], raw: str, st: TurnState, speaker: str | None) -> list[Candidate]:
+    """Return the claims of the content of a remember request ("remember that X" -> X's claims)."""
+    target = [t for t in target if not (t.dep_ == "mark" and t.lower_ in ("that", "whether"))]
+    if not target:
+        return []
+    doc = parse([render(target, third=False)])[0]
+    out: list[Candidate] = []
+    for sent in doc.sents:
+        out += _statement(sent, raw, st, speaker)
+    return out
+
+
+def extract_offline(text: str, context: Sequence[Turn] = (), now: datetime | None = None,
+                    cfg: WriteConfig = WriteConfig(), *, user: str | None = None) -> list[Candidate]:
+    """Return the claims the offline parser finds in `text`, sentence by sentence (see the module docstring).
+
+    `context` is the session's recent turns, oldest first (for "save this" / "forget that");
+    `now` resolves relative dates (None keeps them as phrases).
+    """
+    return read_turn(text, context, now, cfg, commands=True, user=user)[0]
+
+
+def allows_forget(text: str) -> bool:
+    """Return True when the turn holds an explicit forget request and nothing that looks like an injection."""
+    if INJECTION.search(text):
+        return False
+    return any(_command_verb(sent) is not None and _command_verb(sent)[0] == "forget"
+               for doc in parse([s for s in sentences(text)]) for sent in doc.sents)

@@ -1,0 +1,75 @@
+"""Values as claims carry them: the span of a value, its type, and the marks that identify a statement.
+
+    value_type(span)      # "money", "date", "time", "duration", "number", "email", "place", "name", "thing", ...
+    marks(text)           # {"kt-40", "24", "rosa.k@example.org"}: what makes two statements distinct
+
+Types come from spaCy's entity labels where the parser found an entity, from the shape of the
+words otherwise (a currency sign, "10am", an e-mail address, a record id). `marks` is computed from
+text alone, the same way for a new sentence and for a stored memory, so a duplicate check compares
+like with like: two statements whose numbers, identifiers, addresses or names differ are distinct
+whatever their cosine.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..normalise import CURRENCIES, RECORD_ID, marks  # noqa: F401  (re-exported: values and marks go together)
+
+_ENTITY_TYPES = {"MONEY": "money", "DATE": "date", "TIME": "time", "PERCENT": "percent", "QUANTITY": "quantity",
+                 "CARDINAL": "number", "ORDINAL": "number", "GPE": "place", "LOC": "place", "FAC": "place",
+                 "ORG": "org", "PERSON": "name", "NORP": "group", "PRODUCT": "thing", "WORK_OF_ART": "thing",
+                 "EVENT": "thing", "LANGUAGE": "language"}
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_URL = re.compile(r"\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|test|app)(?:/\S*)?\b", re.I)
+_TIME = re.compile(r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d{2}\b|\bnoon\b|\bmidnight\b", re.I)
+_PHONE = re.compile(r"(?:\+\d[\d ()-]{6,}\d|\b\d{3}[ -]\d{3,4}(?:[ -]\d{3,4})?\b)")
+_VERSION = re.compile(r"\bv?\d+(?:\.\d+){1,3}\b|\bversion\s+\d", re.I)
+_CURRENCY = re.compile(r"[€$£¥]|\b(?:" + "|".join(sorted((k for k in CURRENCIES if k.isalpha()), key=len,
+                                                           reverse=True)) + r")\b", re.I)
+_DURATION = re.compile(r"\b(?:\d+(?:\.\d+)?|a|an|one|two|three|four|five|six|ten|twelve)\s+(?:business\s+|working\s+)?"
+                       r"(?:minutes?|hours?|days?|weeks?|months?|years?)\b", re.I)
+# Month names ("May" only next to a number: "I may"), abbreviations, weekdays and ISO dates.
+_MONTH_OR_DAY = re.compile(r"\b(?:january|february|march|april|june|july|august|september|october|november|december|"
+                           r"jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\b\.?|\bmay\s+\d|\d\s+may\b|"
+                           r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|\b\d{4}-\d{2}-\d{2}\b|\bweekends?\b", re.I)
+_NUMBER = re.compile(r"\d")
+_ORDINAL_DAY = re.compile(r"(?:the\s+)?(?:[1-9]|[12]\d|3[01])(?:st|nd|rd|th)", re.I)
+_AGE = re.compile(r"\b\d{1,3}\s*(?:years?|yrs?)(?:\s+|-)old\b", re.I)
+
+
+def value_type(span: Any) -> str:
+    """Return the type of a value span (a spaCy Span, or a string when no parse is at hand)."""
+    text = span if isinstance(span, str) else span.text
+    if _EMAIL.search(text):
+        return "email"
+    if _AGE.search(text):
+        return "age"
+    if _URL.search(text):
+        return "url"
+    if RECORD_ID.fullmatch(text.strip()):
+        return "identifier"
+    if _CURRENCY.search(text) and _NUMBER.search(text):
+        return "money"
+    if _TIME.search(text):
+        return "time"
+    if _DURATION.search(text) and not _MONTH_OR_DAY.search(text):
+        return "duration"
+    if _MONTH_OR_DAY.search(text) or _ORDINAL_DAY.fullmatch(text.strip()):
+        return "date"
+    if _VERSION.search(text):
+        return "version"
+    if _PHONE.search(text):
+        return "phone"
+    if not isinstance(span, str):
+        labels = [e.label_ for e in span.ents] or [t.ent_type_ for t in span if t.ent_type_]
+        for label in labels:
+            if label in _ENTITY_TYPES:
+                kind = _ENTITY_TYPES[label]
+                return "duration" if kind == "date" and _DURATION.search(text) else kind
+        if any(t.pos_ == "PROPN" for t in span) and not any(t.pos_ == "NOUN" for t in span):
+            return "name"
+    if _NUMBER.search(text):
+        return "number"
+    return "thing"
