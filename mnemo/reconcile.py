@@ -1,128 +1,297 @@
-"""Reconciliation: decide what each extracted candidate does to the active memories (a pure plan).
+"""Reconciliation: decide what each claim does to the active memories (a pure plan).
 
-`plan_writes(candidates, active, sims, cfg, judge)` returns one Action per candidate
-(a forget command may return one per target), in candidate order. Every action
-carries a reason and evidence: evidence["candidate_index"], the best cosine, the
-thresholds, what matched, and every judge verdict asked for (with which judge answered).
+`plan_writes(candidates, active, sims, cfg, judge, slot_sims)` returns the actions of every
+candidate, in candidate order (a forget or a retraction may return one per target). Every action
+carries a reason and evidence: evidence["candidate_index"], what matched and how (entity, slot,
+value, marks), the cosine, the thresholds, and every judge verdict asked for.
 
-Rules, first that applies wins (subject = the candidate's canonical subject; only
-memories about that same subject are ever retired, an unrelated memory never is):
+Decisions are made on structure first (`mnemo.match`): the entity, the slot, the value, the
+polarity and the marks (numbers, identifiers, addresses, names) of each claim. Cosine only decides
+among memories the structure allows, and never merges two claims whose marks differ. Rules, first
+that applies wins; only memories of the same entity (or an alias of it: "Ostara" for "Ostara
+Books", the team for the user) are ever retired, and different identifiers never touch:
 
-1. same turn: when two candidates state the same (subject, attribute), the last
-   wins; an earlier one is ignored if the later one is single-valued, or states the
-   same value, or the opposite polarity, or retracts / replaces its value (negation,
-   old value). A forget in the turn cancels the earlier candidates it names. A
-   candidate that corroborates or duplicates a memory a later candidate retires is
-   added instead.
-2. same (subject, attribute, value, polarity) as an active memory -> corroborate.
-3. old value stated ("moved from 21 to 35 days", "switched from X to Y") and an active
-   memory of that subject holds it -> supersede that memory.
-4. negated candidate ("I no longer like X") and an active positive memory of that
-   subject holds X, in the same attribute or the preference family -> supersede with
-   reason "retracted". The negation itself becomes the successor memory (op
-   "supersede", not "forget"), so the tombstone points at a memory saying why it ended.
-   With nothing to retract, the negation is added as a fact ("does not like X").
-5. single-valued attribute, different value (or opposite polarity) -> supersede; a
-   positive candidate re-affirming a negated memory supersedes it too.
-6. cosine >= duplicate_threshold with no structural conflict (other subject, other
-   value of the same attribute, opposite polarity, the old value of a change) -> duplicate.
-7. cosine in [arbitration_low, duplicate_threshold) with a same-subject memory -> ask
-   the judge (at most MAX_JUDGED memories, nearest first); a contradiction with
-   score >= supersede_threshold supersedes. A judge error fails closed: judging stops,
-   nothing is retired and the candidate is added as novel, with the error in evidence.
-8. otherwise -> add (novel).
+1. same turn: when two candidates fill the same (entity, slot), the last wins; a forget in the
+   turn cancels the earlier candidates it names.
+2. same entity, aligned slot, same value and polarity -> corroborate.
+3. old value stated ("from 21 to 35 days", "84, not 48", "instead of X") and a memory of the
+   entity holds it -> supersede it. With no subject ("actually it's 84, not 48") the old value
+   alone must single out one memory of the user.
+4. negated claim ("I no longer drink coffee", "I don't smoke anymore") -> every positive memory of
+   the entity in the aligned slot holding that value (any value when the claim names none), or
+   holding that value in any slot, is superseded with reason "retracted"; the negation is the
+   successor, so the tombstone points at why it ended. With nothing to retract it is added.
+5. aligned slot, different value: single-valued slots supersede; multi-valued slots (pets,
+   languages, "has") accumulate, unless a change cue replaces a value of the same kind ("I switched
+   to almond milk" after "oat milk"). A more general slot contained in several stored ones
+   ("email" with "personal email" and "work email" stored) is ambiguous and retires nothing.
+6. a change with a typed value ("their balance is down to 425 GBP", "the test moved to 3 May")
+   and no aligned slot supersedes the entity's one single-valued memory with a value of that type.
+7. cosine >= duplicate_threshold, same marks and no structural conflict -> duplicate.
+8. cosine in [arbitration_low, duplicate_threshold) with a memory of the same entity -> the judge
+   (at most MAX_JUDGED, nearest first); a contradiction scoring >= supersede_threshold
+   supersedes. A judge error fails closed: nothing is retired, the claim is added.
+9. otherwise -> add (novel).
 
-Failures and lessons are never superseded, and never supersede anything.
-Multi-valued attributes ("I have a dog", "I also have a cat") keep every value.
-A candidate under min_importance is ignored. Polarity is Candidate.negated or
-meta["negated"] (the flag a stored memory keeps). A pinned candidate ("remember
-that ...") that corroborates or duplicates sets evidence["pin"] = True.
+Failures and lessons are never superseded and never supersede: a second failure corroborates.
+A candidate under min_importance is ignored. A pinned candidate ("remember that ...") that
+corroborates or duplicates sets evidence["pin"] = True.
 
-`because` links: a candidate with a cause ("because the migration failed") is linked
-to the failure it names. The failure extracted from that cause (meta["from_cause"])
-is a duplicate of an active failure memory whose words contain it; otherwise it is
-added. If that same-turn failure is added, the caused action gets
-evidence["because_candidate"] = its index in `candidates` (the store links the two
-new memories); if it duplicates or corroborates a stored failure, or the cause
-matches an active failure memory, Action.because_id is that memory's id.
+Forget commands target exactly what they name (`_forget`): by entity and slot (exact before
+contained before similar), by marks (every memory holding the names or numbers the request
+names: "the Calloway interview"), by all of the request's content words, or by cosine >=
+duplicate_threshold. "old" / "previous" spare the newest match; a request for everything, or for
+everything about the user, is refused as too broad; when nothing matches the action is "ignore"
+with reason "nothing matched" and the nearest memories as evidence.
 
-Forget commands target exactly the memories they name: by subject, attribute (then
-its aliases) and value, by the terms of the request ("forget what I said about Tom"
--> memories about or mentioning Tom), or by cosine >= duplicate_threshold. "old" /
-"previous" spare the newest match (and forget nothing when only one matches); a
-request for everything, or for everything about the user or the team with no
-attribute or value, is refused ("too broad"); no match -> op "ignore", reason
-"nothing to forget".
+`because` links: a candidate with a cause ("because the migration failed") is linked to the
+failure it names (see `_link_causes`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from . import lexicon, match
 from .config import WriteConfig
 from .errors import InvalidInput, LLMResponseError
 from .model import Action, Candidate, MemoryRecord
-from .normalise import content_tokens, overlap, same_value, stem, value_within
+from .normalise import content_tokens, marks, overlap, same_value, stem
 
-OFFLINE_JUDGE = "offline-heuristic-v1"
-MAX_JUDGED = 3  # same-subject memories in the arbitration band shown to the judge, nearest first
+OFFLINE_JUDGE = "offline-claims-v2"
+MAX_JUDGED = 3  # same-entity memories in the arbitration band shown to the judge, nearest first
 NEVER_RETIRED = frozenset({"failure", "lesson"})
-PREFERENCE_FAMILY = frozenset({"likes", "preference", "uses", "drinks", "eats", "plays", "listens_to", "watches",
-                               "reads", "drives", "rides", "cooks", "wears", "codes_in", "writes_in", "programs_in",
-                               "diet", "habit"})
-# Tried only when the named attribute itself matches nothing ("forget my address" with only a city stored).
-FORGET_ALIASES = {"address": ("city",), "city": ("address",), "job_title": ("employer",)}
 CAUSE_OVERLAP = 0.6  # share of the cause's words a failure must contain to be its cause
-_IDENTIFIER = re.compile(r"\d|[./@]")  # a token that is a value of its own: digits, a host, a path, an address
+# Value types a change can replace by type alone ("their balance is down to 425 GBP").
+TYPED = frozenset({"money", "date", "time", "duration", "number", "version", "percent", "quantity"})
 # Words of a forget request that name no memory: "user" and "team" are in every third-person memory text.
 _COMMAND_WORDS = frozenset(stem(w) for w in ("forget", "delete", "erase", "remove", "wipe", "said", "told", "about",
-                                             "everything", "anything", "all", "memory", "memories", "user", "team"))
+                                             "everything", "anything", "all", "memory", "memories", "user", "team",
+                                             "note", "notes", "bit", "part", "detail", "information", "info"))
 _CHANGE_CUE = ("now", "no longer", "anymore", "any more", "instead", "switched", "changed", "moved", "actually",
-               "correction", "updated", "not anymore", "from now on")
+               "correction", "updated", "not anymore", "from now on", "these days")
 _NEGATION_CUE = ("not", "no longer", "n't", "never", "anymore")
+
+# "because of that failure", "due to the outage": a cause that points back at a failure already said.
+_ANAPHORIC_CAUSE = re.compile(r"\b(?:that|this|the|those|these)\s+(?:\w+\s+)?(?:failure|outage|incident|crash|"
+                              r"problem|issue|error|bug|mess|breakage)\b", re.I)
 
 Judge = Callable[[Candidate, MemoryRecord], dict]
 
 
-def _key(subject: str | None) -> str | None:
-    return subject.strip().casefold() if subject else None
+def _vtype(item: Candidate | MemoryRecord) -> str | None:
+    """Return a claim's value type: recorded at extraction, else read from the value's shape."""
+    if item.meta.get("value_type"):
+        return str(item.meta["value_type"])
+    if not item.value:
+        return None
+    from .extract.values import value_type
+
+    return value_type(item.value)
 
 
-def _negated(item: Candidate | MemoryRecord) -> bool:
-    return bool(getattr(item, "negated", False) or item.meta.get("negated"))
+@dataclass
+class _Row:
+    """What plan_writes knows about one candidate against the active memories."""
+
+    i: int
+    c: Candidate
+    sims: np.ndarray  # cosine of the candidate's text with each memory
+    slot_sims: np.ndarray  # cosine of the candidate's slot phrase with each memory's
+    cfg: WriteConfig
+    active: list[MemoryRecord]
+    taken: set[str]
+
+    names: dict[str, str] | None = None  # {named entity key: the entity it names}, from stored name claims
+
+    def entity(self, j: int) -> str | None:
+        found = match.entity_match(self.c.subject, self.active[j].subject)
+        if found is None and self.names:
+            # "Ferris put his rate up" is about "the user's mechanic" once "the mechanic's name is Ferris" is stored.
+            named = self.names.get(match.key(self.c.subject) or "")
+            if named and match.entity_match(named, self.active[j].subject):
+                return "alias"
+        return found
+
+    def slot(self, j: int) -> str | None:
+        return match.slot_match(self.c.attribute, self.active[j].attribute, float(self.slot_sims[j]),
+                                self.cfg.slot_threshold)
+
+    def free(self, j: int) -> bool:
+        return self.active[j].id not in self.taken
 
 
-def _family(attribute: str | None) -> bool:
-    return bool(attribute) and (attribute in PREFERENCE_FAMILY or attribute.startswith("preference"))
+def _aligned(r: _Row, js: list[int], qualified: bool = False) -> list[tuple[int, str]]:
+    """Return the memories among `js` whose slot aligns with the candidate's, at the best level only.
+
+    Exact beats prefix beats similar (beats qualified, counted only where `qualified`: a paraphrase
+    restating a value, never a new value replacing one). Several stored slots at the best level
+    ("email" in "personal email" and "work email") are ambiguous: none is returned.
+    """
+    found = [(j, level) for j in js for level in [r.slot(j)] if level and (qualified or level != "qualified")]
+    for level in ("exact", "prefix", "similar", "qualified"):
+        group = [(j, lv) for j, lv in found if lv == level]
+        if not group:
+            continue
+        if level != "exact" and len({r.active[j].attribute for j, _ in group}) > 1:
+            return []
+        return group
+    return []
 
 
-def _same_attribute(a: str | None, b: str | None) -> bool:
-    """Return True for the same attribute, or two attributes of the preference family."""
-    return bool(a and b) and (a == b or (_family(a) and _family(b)))
+def _of_entity(r: _Row, *, retirable: bool = True) -> list[int]:
+    """Return the free memories about the candidate's entity: the same key, else its aliases."""
+    ok = [j for j in range(len(r.active)) if r.free(j) and (not retirable or r.active[j].category not in NEVER_RETIRED)]
+    same = [j for j in ok if r.entity(j) == "same"]
+    return same or [j for j in ok if r.entity(j) == "alias"]
 
 
-def _holds(value: str | None, memory_value: str | None) -> bool:
-    return same_value(value, memory_value) or value_within(value, memory_value)
+def _best(js: list[int], r: _Row) -> int:
+    """Return the index among `js` with the highest cosine, then the newest memory, then the first."""
+    a = r.active
+    return max(js, key=lambda j: (float(r.sims[j]), a[j].created_at is not None, a[j].created_at or 0, -j))
 
 
-def _conflict(c: Candidate, m: MemoryRecord) -> str | None:
-    """Return why `c` cannot be a duplicate of `m` (other subject, other value, polarity), or None."""
-    if c.subject and m.subject and _key(c.subject) != _key(m.subject):
-        return "different subject"
-    if c.attribute and m.attribute and c.attribute != m.attribute:
-        return "different attribute"
-    if c.attribute and c.attribute == m.attribute and c.value and m.value and not same_value(c.value, m.value):
-        return "different value of the same attribute"
-    if _negated(c) != _negated(m):
+def _act(r: _Row, op: str, j: int | None, reason: str, base: dict[str, Any], **more: Any) -> Action:
+    ev = {**base, **more}
+    if j is not None:
+        ev["target_sim"] = float(r.sims[j])
+        ev["entity"] = r.entity(j)
+        if r.c.attribute and r.active[j].attribute:
+            ev["slot"] = r.slot(j)
+    if r.c.pinned and op in ("corroborate", "duplicate"):
+        # The user asked to remember something already stored: the store may pin the match.
+        ev["pin"] = True
+    return Action(op, r.c, target_id=r.active[j].id if j is not None else None, reason=reason, evidence=ev)
+
+
+def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
+    """Return the actions of one claim that is not a command (rules 2-9 of the module docstring)."""
+    c, a = r.c, r.active
+    neg = match.negated(c)
+    can_retire = c.category not in NEVER_RETIRED
+    mine = _of_entity(r, retirable=False)
+    aligned = _aligned(r, mine, qualified=True) if c.attribute else []
+    same = [j for j, _ in aligned if same_value(c.value, a[j].value) and match.negated(a[j]) == neg]
+    if same:
+        return [_act(r, "corroborate", _best(same, r), "same entity, slot and value", base,
+                     match="entity+slot+value")]
+    if c.category in NEVER_RETIRED and c.subject:
+        again = [j for j in mine if a[j].category == c.category and overlap(c.text, a[j].text) >= CAUSE_OVERLAP]
+        if again:
+            return [_act(r, "corroborate", _best(again, r), f"the same {c.category} again", base, match="lesson")]
+    retirable = _of_entity(r) if can_retire else []
+    if c.old_value and can_retire:
+        pool = retirable if c.subject else [j for j in range(len(a)) if r.free(j) and a[j].category not in
+                                             NEVER_RETIRED]
+        hits = [j for j in pool if not match.negated(a[j]) and match.holds(c.old_value, a[j].value)]
+        if not hits and c.subject:
+            hits = [j for j in pool if not match.negated(a[j]) and match.holds(c.old_value, None, a[j].text)]
+        slotted = [j for j, _ in _aligned(r, hits)] if c.attribute else []
+        hits = slotted or hits
+        if hits and (c.subject or len(hits) == 1):
+            j = _best(hits, r)
+            return [_act(r, "supersede", j, f"{c.attribute or 'value'} changed from {a[j].value} to {c.value}",
+                         base, match="old value")]
+    if neg and can_retire:
+        hits = _retracted(r, retirable)
+        if hits:
+            return [_act(r, "supersede", j, f"retracted: {c.text}", base, match="negation") for j in hits]
+    if c.attribute and can_retire and not neg:
+        group = [j for j, _ in _aligned(r, retirable)]
+        hits = [j for j in group if not same_value(c.value, a[j].value) and (
+            c.single_valued and a[j].single_valued or c.meta.get("change_cue") and match.same_kind(c.value, a[j].value))]
+        hits += [j for j in group if match.negated(a[j]) and same_value(c.value, a[j].value)]
+        if hits:
+            j = _best(hits, r)
+            why = "re-affirmed" if match.negated(a[j]) else (
+                f"single-valued {c.attribute} changed" if c.single_valued and a[j].single_valued
+                else f"{c.attribute} replaced by a value of the same kind")
+            return [_act(r, "supersede", j, f"{why}: {a[j].value} -> {c.value}", base,
+                         match="slot" if not match.negated(a[j]) else "re-affirmation")]
+    if c.meta.get("change_cue") and can_retire and not neg and c.value:
+        kinds = [j for j in retirable if not match.negated(a[j]) and match.same_kind(c.value, a[j].value)]
+        if len(kinds) == 1:
+            j = kinds[0]
+            return [_act(r, "supersede", j, f"changed to a {match.head_word(c.value)} of another kind: "
+                         f"{a[j].value} -> {c.value}", base, match="same kind")]
+    if c.meta.get("change_cue") and can_retire and not neg and _vtype(c) in TYPED:
+        pool = retirable or [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and any(
+            match.entity_match(c.subject, k) for k in a[j].meta.get("about") or ())]
+        typed = [j for j in pool if a[j].single_valued and _vtype(a[j]) == _vtype(c)
+                 and not same_value(c.value, a[j].value)]
+        if len(typed) == 1:
+            j = typed[0]
+            return [_act(r, "supersede", j, f"changed to {c.value} (the {_vtype(c)} of {c.subject})", base,
+                         match="typed change")]
+    return [_similar(r, judge, base)]
+
+
+def _retracted(r: _Row, pool: list[int]) -> list[int]:
+    """Return the positive memories a negated claim retracts (rule 4)."""
+    c, a = r.c, r.active
+    positive = [j for j in pool if not match.negated(a[j])]
+    by_slot = [j for j, _ in _aligned(r, positive)] if c.attribute else []
+    hits = [j for j in by_slot if not c.value or match.holds(c.value, a[j].value) or match.same_kind(c.value, a[j].value)]
+    if c.value:
+        hits += [j for j in positive if j not in hits and match.holds(c.value, a[j].value)]
+        # "I gave up smoking" ends "I smoke roll-ups": the value names the stored relation itself.
+        hits += [j for j in positive if j not in hits and match.names_relation(c.value, a[j].attribute)]
+    return hits
+
+
+def _conflict(c: Candidate, m: MemoryRecord, slot: str | None) -> str | None:
+    """Return why `c` cannot be a duplicate of `m` (entity, value, polarity, marks), or None."""
+    if c.subject and m.subject and match.entity_match(c.subject, m.subject) is None:
+        return "different entity"
+    if slot and c.value and m.value and not same_value(c.value, m.value):
+        return "different value of the same slot"
+    if c.attribute and m.attribute and not slot:
+        return "different slot"
+    if match.negated(c) != match.negated(m):
         return "opposite polarity"
-    if c.old_value and _holds(c.old_value, m.value):
+    if c.old_value and match.holds(c.old_value, m.value, m.text):
         return "holds the value this candidate replaces"
+    if marks(c.text) != marks(m.text):
+        return "different numbers, identifiers or names"
     return None
+
+
+def _similar(r: _Row, judge: Judge, base: dict[str, Any]) -> Action:
+    """Return duplicate, judged supersession or add for a claim no structural rule decided (rules 7-9)."""
+    c, a, cfg = r.c, r.active, r.cfg
+    dups = [j for j in range(len(a)) if float(r.sims[j]) >= cfg.duplicate_threshold and r.free(j)
+            and _conflict(c, a[j], r.slot(j)) is None]
+    if dups:
+        return _act(r, "duplicate", _best(dups, r), f"cosine >= duplicate threshold {cfg.duplicate_threshold} "
+                    "with the same marks", base, match="cosine+marks")
+    top = float(r.sims.max()) if r.sims.size else 0.0
+    if c.category in NEVER_RETIRED:
+        return _act(r, "add", None, "novel", base, max_sim=top)
+    # The judge sees memories of the same entity, or of another plain noun phrase ("the release" and "the
+    # album" may be one thing); names and identifiers that differ are never judged.
+    near = _of_entity(r) or [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED
+                             and match.soft(c) and match.soft(a[j])]
+    band = [j for j in near if cfg.arbitration_low <= float(r.sims[j]) < cfg.duplicate_threshold
+            and not (c.attribute and r.slot(j) and not (c.single_valued and a[j].single_valued))]
+    verdicts: list[dict[str, Any]] = []
+    for j in sorted(band, key=lambda j: -float(r.sims[j]))[:MAX_JUDGED]:
+        verdict = dict(judge(c, a[j]))
+        verdicts.append({**verdict, "memory_id": a[j].id, "sim": float(r.sims[j])})
+        if verdict.get("error"):
+            return _act(r, "add", None, "judge error: nothing retired, added as novel (fails closed)", base,
+                        judge=verdicts, max_sim=top)
+        if verdict.get("contradicts") and float(verdict.get("score", 0.0)) >= cfg.supersede_threshold:
+            return _act(r, "supersede", j, f"judge: contradiction ({verdict.get('why', '')})", base, judge=verdicts,
+                        match="judge")
+    if verdicts:
+        return _act(r, "add", None, "judged not a contradiction", base, judge=verdicts, max_sim=top)
+    return _act(r, "add", None, "novel", base, max_sim=top)
 
 
 def _same_turn(candidates: list[Candidate]) -> dict[int, str]:
@@ -134,177 +303,95 @@ def _same_turn(candidates: list[Candidate]) -> dict[int, str]:
         for k in range(i + 1, len(candidates)):
             b = candidates[k]
             if b.command == "forget":
-                if _forget_match(b, a) is not None:
+                if _names(b, a) is not None:
                     out[i] = f"forgotten later in the same turn (candidate {k})"
                     break
                 continue
-            if _key(b.subject) != _key(a.subject) or not _same_attribute(a.attribute, b.attribute):
+            if match.entity_match(a.subject, b.subject) != "same" or match.slot_match(a.attribute, b.attribute) is None:
                 continue
-            retracts = (b.old_value and _holds(b.old_value, a.value) and not _negated(a)) or (
-                _negated(b) and not _negated(a) and _holds(b.value, a.value))
-            if b.attribute != a.attribute and not retracts:
-                continue
-            if same_value(a.value, b.value) and _negated(a) == _negated(b):
+            retracts = (b.old_value and match.holds(b.old_value, a.value) and not match.negated(a)) or (
+                match.negated(b) and not match.negated(a) and match.holds(b.value, a.value))
+            if same_value(a.value, b.value) and match.negated(a) == match.negated(b):
                 out[i] = f"repeated later in the same turn (candidate {k})"
                 break
-            if retracts or (b.single_valued and not _negated(b)) or (
-                    same_value(a.value, b.value) and _negated(a) != _negated(b)):
+            if retracts or (b.single_valued and not match.negated(b) and a.single_valued) or (
+                    same_value(a.value, b.value) and match.negated(a) != match.negated(b)):
                 out[i] = f"overridden later in the same turn (candidate {k})"
                 break
     return out
 
 
-def _forget_match(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold: float = 2.0,
-                  exact_attribute: bool = True) -> str | None:
-    """Return how the forget command `c` names `m` ("subject/attribute/value", "terms", ...), or None."""
+def _names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold: float = 2.0,
+           slot_sim: float = 0.0, slot_threshold: float = 2.0) -> str | None:
+    """Return how the forget command `c` names `m` ("entity+slot", "marks", "terms", ...), or None."""
     spec = c.meta.get("forget") or {}
-    subj, msubj = _key(c.subject), _key(m.subject)
-    if c.attribute or c.value:
-        if subj and msubj != subj:
-            return None
-        names = (c.attribute,) if exact_attribute else FORGET_ALIASES.get(c.attribute or "", ())
-        if c.attribute and m.attribute not in names:
-            return None
-        if c.value and not (_holds(c.value, m.value) or value_within(c.value, m.text)):
-            return None
-        return "subject/attribute/value"
+    entity = match.entity_match(c.subject, m.subject) if c.subject else None
+    if c.attribute and (entity or not c.subject):
+        level = match.slot_match(c.attribute, m.attribute, slot_sim, slot_threshold)
+        if level is None and m.attribute in lexicon.slot_families().get(c.attribute, ()):
+            level = "family"
+        if level and (not c.value or match.holds(c.value, m.value, m.text)):
+            return f"entity+slot ({level})"
+    if c.value and (entity or not c.subject) and match.holds(c.value, m.value, m.text):
+        return "value"
+    wanted = frozenset(spec.get("marks") or c.meta.get("marks") or ())
+    if c.meta.get("rule") in ("command.forget.same_turn", "command.forget.context"):
+        # "X. Please delete that": a statement withdrawn as a whole names the memories holding its marks.
+        wanted = frozenset(w for w in marks(c.text) if any(ch.isdigit() for ch in w) or "@" in w or "." in w)
+    said = {w.strip(".,;:!?'\"()").lower().removesuffix("'s") for w in m.text.split()} | marks(m.text)
+    if wanted and wanted <= said:
+        return "marks"
     words = content_tokens(" ".join(filter(None, [m.text, m.subject, m.value, (m.attribute or "").replace("_", " ")])))
-    if subj and subj not in ("user", "team"):
-        if msubj == subj:
-            return "subject"
-        if content_tokens(subj) and content_tokens(subj) <= words:
-            return "mentions the subject"
-        return None
+    if c.subject and c.subject not in ("user", "team") and not c.attribute and entity:
+        return "entity"
     terms = (set(spec.get("terms") or ()) or content_tokens(c.text)) - _COMMAND_WORDS
-    if terms and terms <= words and (not subj or msubj == subj):
+    if terms and terms <= words and (not c.subject or c.subject in ("user", "team") or entity or wanted):
         return "terms"
-    # "X. Please delete that": a statement withdrawn as a whole also names the memories holding its
-    # identifiers (a URL, a number, an id), however they were worded when stored.
-    if c.meta.get("rule") in ("command.forget.same_turn", "command.forget.context") and not spec.get("terms"):
-        marks = {w for w in terms if _IDENTIFIER.search(w)}
-        if marks and marks <= words and (not subj or msubj == subj):
-            return "identifier"
-    if sim >= threshold and (not subj or msubj == subj):
+    if sim >= threshold and (not c.subject or entity):
         return "similarity"
     return None
 
 
-def _forget(i: int, c: Candidate, active: list[MemoryRecord], row: np.ndarray, cfg: WriteConfig,
-            taken: set[str], base: dict[str, Any]) -> list[Action]:
-    """Return the forget actions of one forget command, or one ignore action."""
+def _forget(r: _Row, base: dict[str, Any]) -> list[Action]:
+    """Return the forget actions of one forget command, or one ignore action saying why."""
+    c, a, cfg = r.c, r.active, r.cfg
     spec = c.meta.get("forget") or {}
-    # "Forget everything about me" is too broad; "forget my tea preference" names terms and is not.
     broad = spec.get("scope") == "all" or (
-        _key(c.subject) in ("user", "team") or spec.get("scope") in ("user", "team")) and not (
-        c.attribute or c.value or spec.get("terms"))
+        match.key(c.subject) in ("user", "team") or spec.get("scope") in ("user", "team")) and not (
+        c.attribute or c.value or spec.get("terms") or spec.get("marks") or c.meta.get("marks"))
     if broad:
         return [Action("ignore", c, reason="forget request too broad: name what to forget, or use "
                        "Memory.forget(memory_id)", evidence={**base, "scope": spec.get("scope")})]
-    found: list[tuple[int, str]] = []
-    for exact in (True, False):
-        found = [(j, why) for j, m in enumerate(active) if m.id not in taken
-                 for why in [_forget_match(c, m, float(row[j]), cfg.duplicate_threshold, exact)] if why]
-        if found or not c.attribute:
+    named = [(j, why) for j in range(len(a)) if r.free(j)
+             for why in [_names(c, a[j], float(r.sims[j]), cfg.duplicate_threshold, float(r.slot_sims[j]),
+                                cfg.slot_threshold)] if why]
+    # A slot named exactly takes precedence over slots that only contain it, which beat similar ones.
+    for level in ("exact", "prefix", "qualified", "similar", "family"):
+        tier = [f for f in named if f[1] == f"entity+slot ({level})"]
+        if level == "qualified" and len({a[j].attribute for j, _ in tier}) > 1:
+            # "forget my address" with a home and an office address stored: unsure, so nothing is taken.
+            named = [f for f in named if not f[1].startswith("entity+slot")]
+            break
+        if tier:
+            # A named slot is precise: loose word and similarity matches no longer count, named values do.
+            named = tier + [f for f in named if f[1] in ("value", "marks")]
             break
     qualifier = spec.get("qualifier")
-    if qualifier in ("old", "previous", "former", "current", "new") and found:
-        newest = max(found, key=lambda f: (active[f[0]].created_at is not None, active[f[0]].created_at or 0, f[0]))
-        found = [newest] if qualifier in ("current", "new") else [f for f in found if f != newest]
-        if not found:
+    if qualifier in ("old", "previous", "former", "current", "new") and named:
+        newest = max(named, key=lambda f: (a[f[0]].created_at is not None, a[f[0]].created_at or 0, f[0]))
+        named = [newest] if qualifier in ("current", "new") else [f for f in named if f != newest]
+        if not named:
             return [Action("ignore", c, reason="nothing to forget: only the current value matches 'old'",
-                           evidence={**base, "kept": active[newest[0]].id, "qualifier": qualifier})]
-    if not found:
-        return [Action("ignore", c, reason="nothing to forget", evidence={**base, "max_sim": _top(row)})]
-    taken.update(active[j].id for j, _ in found)
+                           evidence={**base, "kept": a[newest[0]].id, "qualifier": qualifier})]
+    if not named:
+        near = sorted(range(len(a)), key=lambda j: -float(r.sims[j]))[:3]
+        return [Action("ignore", c, reason="nothing matched: nothing forgotten", evidence={
+            **base, "max_sim": float(r.sims.max()) if r.sims.size else 0.0,
+            "nearest": [{"memory_id": a[j].id, "text": a[j].text, "sim": round(float(r.sims[j]), 3)} for j in near]})]
+    r.taken.update(a[j].id for j, _ in named)
     what = c.meta.get("source_text") or c.text
-    return [Action("forget", c, target_id=active[j].id, reason=f"user asked to forget: {what}",
-                   evidence={**base, "match": why, "sim": float(row[j])}) for j, why in found]
-
-
-def _top(row: np.ndarray) -> float:
-    return float(row.max()) if row.size else 0.0
-
-
-def _best(js: list[int], row: np.ndarray, active: list[MemoryRecord]) -> int:
-    """Return the index among `js` with the highest cosine, then the newest memory, then the first."""
-    return max(js, key=lambda j: (float(row[j]), active[j].created_at is not None, active[j].created_at or 0, -j))
-
-
-def _decide(c: Candidate, active: list[MemoryRecord], row: np.ndarray, cfg: WriteConfig, judge: Judge,
-            taken: set[str], base: dict[str, Any]) -> Action:
-    """Return the action for one non-command candidate (rules 2-8 of the module docstring)."""
-    subj = _key(c.subject)
-    same = [j for j, m in enumerate(active) if subj and _key(m.subject) == subj and m.id not in taken]
-    neg = _negated(c)
-
-    def act(op: str, j: int | None, reason: str, **more: Any) -> Action:
-        ev = {**base, **more}
-        if j is not None:
-            ev["target_sim"] = float(row[j])
-        if c.pinned and op in ("corroborate", "duplicate"):
-            # The user asked to remember something already stored: the store may pin the match.
-            ev["pin"] = True
-        return Action(op, c, target_id=active[j].id if j is not None else None, reason=reason, evidence=ev)
-
-    exact = [j for j in same if c.attribute and active[j].attribute == c.attribute
-             and same_value(c.value, active[j].value) and _negated(active[j]) == neg]
-    if exact:
-        return act("corroborate", _best(exact, row, active), "same subject, attribute and value",
-                   match="subject+attribute+value")
-    can_retire = c.category not in NEVER_RETIRED
-    retirable = [j for j in same if active[j].category not in NEVER_RETIRED] if can_retire else []
-    if c.old_value:
-        hits = [j for j in retirable if not _negated(active[j]) and _holds(c.old_value, active[j].value)
-                and (_same_attribute(c.attribute, active[j].attribute) or not active[j].attribute)]
-        if hits:
-            j = _best(hits, row, active)
-            return act("supersede", j, f"{c.attribute or 'value'} changed from {active[j].value} to {c.value}",
-                       match="old value")
-    if neg:
-        hits = [j for j in retirable if not _negated(active[j]) and _same_attribute(c.attribute, active[j].attribute)
-                and _holds(c.value, active[j].value)]
-        if hits:
-            return act("supersede", _best(hits, row, active), f"retracted: {c.text}", match="negation")
-    if c.attribute and can_retire:
-        if c.single_valued and not neg:
-            hits = [j for j in retirable if active[j].attribute == c.attribute
-                    and (not same_value(c.value, active[j].value) or _negated(active[j]))]
-            if hits:
-                j = _best(hits, row, active)
-                return act("supersede", j, f"single-valued {c.attribute} changed from {active[j].value} to {c.value}",
-                           match="single-valued attribute")
-        if not neg:
-            hits = [j for j in retirable if _negated(active[j]) and _same_attribute(c.attribute, active[j].attribute)
-                    and same_value(c.value, active[j].value)]
-            if hits:
-                return act("supersede", _best(hits, row, active), f"re-affirmed: {c.text}", match="re-affirmation")
-    if c.category == "failure" and c.meta.get("from_cause"):
-        known = [(overlap(c.value or c.text, m.text), j) for j, m in enumerate(active)
-                 if m.category == "failure" and m.id not in taken]
-        score, j = max(known, default=(0.0, -1))
-        if score >= CAUSE_OVERLAP:
-            return act("duplicate", j, "the stated cause is a failure already stored", match="cause",
-                       overlap=round(score, 3))
-    dups = [j for j in range(len(active)) if float(row[j]) >= cfg.duplicate_threshold and active[j].id not in taken
-            and _conflict(c, active[j]) is None]
-    if dups:
-        return act("duplicate", _best(dups, row, active), f"cosine >= duplicate threshold {cfg.duplicate_threshold}",
-                   match="cosine")
-    band = [j for j in retirable if cfg.arbitration_low <= float(row[j]) < cfg.duplicate_threshold
-            and not (c.attribute and c.attribute == active[j].attribute and not (c.single_valued and active[j].single_valued))]
-    verdicts: list[dict[str, Any]] = []
-    for j in sorted(band, key=lambda j: -float(row[j]))[:MAX_JUDGED]:
-        verdict = dict(judge(c, active[j]))
-        verdicts.append({**verdict, "memory_id": active[j].id, "sim": float(row[j])})
-        if verdict.get("error"):
-            return act("add", None, "judge error: nothing retired, added as novel (fails closed)", judge=verdicts,
-                       max_sim=_top(row))
-        if verdict.get("contradicts") and float(verdict.get("score", 0.0)) >= cfg.supersede_threshold:
-            return act("supersede", j, f"judge: contradiction ({verdict.get('why', '')})", judge=verdicts,
-                       match="judge")
-    reason = "judged not a contradiction" if verdicts else "novel"
-    return act("add", None, reason, judge=verdicts, max_sim=_top(row)) if verdicts else act(
-        "add", None, reason, max_sim=_top(row))
+    return [Action("forget", c, target_id=a[j].id, reason=f"user asked to forget: {what}",
+                   evidence={**base, "match": why, "sim": float(r.sims[j])}) for j, why in named]
 
 
 def _link_causes(plan: list[Action], candidates: list[Candidate], active: list[MemoryRecord]) -> list[Action]:
@@ -330,10 +417,21 @@ def _link_causes(plan: list[Action], candidates: list[Candidate], active: list[M
                 link["because_candidate"] = k
             link["overlap"] = round(score, 3)
         else:
-            stored = [(overlap(c.cause, m.text) , m.id) for m in active if m.category == "failure"]
+            stored = [(overlap(c.cause, m.text), m.id) for m in active if m.category == "failure"]
             score, mid = max(stored, default=(0.0, None))
             if score >= CAUSE_OVERLAP:
                 because_id, link["overlap"] = mid, round(score, 3)
+            elif _ANAPHORIC_CAUSE.search(c.cause):
+                # "because of that failure": the newest failure said before it, in this turn or stored.
+                earlier = [k for k, f in enumerate(candidates[:i]) if f.category == "failure" and f.command is None
+                           and by_candidate.get(k) is not None and by_candidate[k].op != "ignore"]
+                failures = [m for m in active if m.category == "failure"]
+                if earlier:
+                    link["because_candidate"] = earlier[-1]
+                elif failures:
+                    newest = max(failures, key=lambda m: (m.created_at is not None, m.created_at or 0))
+                    because_id = newest.id
+                link["anaphoric"] = True
         evidence = {**action.evidence, "because": link}
         if "because_candidate" in link:
             evidence["because_candidate"] = link["because_candidate"]
@@ -341,34 +439,43 @@ def _link_causes(plan: list[Action], candidates: list[Candidate], active: list[M
     return out
 
 
-def offline_judge(candidate: Candidate, memory: MemoryRecord) -> dict:
-    """Return the offline verdict on whether `candidate` contradicts `memory`, from change cues, negation and values.
 
-    {"contradicts": bool, "score": float in [0, 1], "why": str, "judge": "offline-heuristic-v1"}.
+def offline_judge(candidate: Candidate, memory: MemoryRecord) -> dict:
+    """Return the offline verdict on whether `candidate` contradicts `memory`, from their claims and cues.
+
+    {"contradicts": bool, "score": float in [0, 1], "why": str, "judge": "offline-claims-v2"}.
     """
     def verdict(score: float, why: str) -> dict:
         return {"contradicts": score >= 0.5, "score": round(score, 3), "why": why, "judge": OFFLINE_JUDGE}
 
-    if candidate.subject and memory.subject and _key(candidate.subject) != _key(memory.subject):
-        return verdict(0.0, "different subjects")
+    if candidate.subject and memory.subject and match.entity_match(candidate.subject, memory.subject) is None \
+            and not (match.soft(candidate) and match.soft(memory)):
+        return verdict(0.0, "different entities")
     if memory.category in NEVER_RETIRED or candidate.category in NEVER_RETIRED:
         return verdict(0.0, "failures and lessons are never superseded")
     said = str(candidate.meta.get("source_text") or candidate.text).lower()
     cue = bool(candidate.meta.get("change_cue")) or any(f" {w} " in f" {said} " for w in _CHANGE_CUE)
-    if candidate.old_value and _holds(candidate.old_value, memory.value or memory.text):
+    if candidate.old_value and match.holds(candidate.old_value, memory.value, memory.text):
         return verdict(0.95, f"states that {candidate.old_value!r} was replaced")
-    if _negated(candidate) != _negated(memory) and (
-            _holds(candidate.value, memory.value) or overlap(candidate.text, memory.text) >= 0.5):
+    if match.negated(candidate) != match.negated(memory) and (
+            match.holds(candidate.value, memory.value) or overlap(candidate.text, memory.text) >= 0.5):
         return verdict(0.9, "opposite polarity about the same thing")
-    if candidate.attribute and candidate.attribute == memory.attribute and candidate.value and memory.value:
+    slot = match.slot_match(candidate.attribute, memory.attribute)
+    if slot and candidate.value and memory.value:
         if same_value(candidate.value, memory.value):
             return verdict(0.0, "same value")
         if candidate.single_valued and memory.single_valued:
             return verdict(0.85, f"single-valued {candidate.attribute}: {memory.value!r} -> {candidate.value!r}")
         return verdict(0.1, f"multi-valued {candidate.attribute}: both can hold")
+    kind = _vtype(candidate)
+    if cue and kind in TYPED and kind == _vtype(memory) and candidate.value and not same_value(
+            candidate.value, memory.value):
+        return verdict(0.7, f"a change of {kind}: {memory.value!r} -> {candidate.value!r}")
     a, b = content_tokens(candidate.text), content_tokens(memory.text)
     only_a, only_b = a - b, b - a
-    if only_a and only_b and all(any(ch.isdigit() for ch in w) for w in only_a | only_b):
+    same_entity = match.entity_match(candidate.subject, memory.subject) == "same"
+    if same_entity and only_a and only_b and all(any(ch.isdigit() for ch in w) for w in only_a | only_b):
+        # "The office closes at 7pm" after "... at 6pm": one statement of one entity, another number.
         return verdict(0.7, f"same statement with different numbers: {sorted(only_b)} -> {sorted(only_a)}")
     neg_a = any(f" {w} " in f" {said} " or w in said.split() for w in _NEGATION_CUE)
     neg_b = any(f" {w} " in f" {memory.text.lower()} " for w in _NEGATION_CUE)
@@ -392,7 +499,7 @@ def _record(item: Candidate | MemoryRecord, name: str) -> dict[str, Any]:
     """Return the framed-data view of a candidate or memory for the judge prompt."""
     fields = {"id": getattr(item, "id", name), "text": item.text, "subject": item.subject,
               "attribute": item.attribute, "value": item.value, "category": item.category,
-              "negated": _negated(item)}
+              "negated": match.negated(item)}
     return {k: v for k, v in fields.items() if v is not None}
 
 
@@ -423,36 +530,42 @@ def model_judge(llm) -> Judge:
 
 
 def plan_writes(candidates: list[Candidate], active: list[MemoryRecord], sims: np.ndarray, cfg: WriteConfig,
-                judge: Judge = offline_judge) -> list[Action]:
-    """Return the write plan: one Action per candidate (a forget may fan out), decided by the rules above.
+                judge: Judge = offline_judge, slot_sims: np.ndarray | None = None) -> list[Action]:
+    """Return the write plan: the actions of every candidate, decided by the rules above.
 
-    `sims[i, j]` is the cosine of candidate i and active memory j, computed by the caller.
-    The function is pure: it reads its arguments and calls only `judge`.
+    `sims[i, j]` is the cosine of candidate i's text and active memory j's; `slot_sims[i, j]`
+    the cosine of their slot phrases (zero where either has no slot, or when not given). Both are
+    computed by the caller. The function is pure: it reads its arguments and calls only `judge`.
     """
     n, m = len(candidates), len(active)
     matrix = np.asarray(sims, dtype=np.float64) if n and m else np.zeros((n, m))
     if matrix.shape != (n, m):
         raise InvalidInput(f"sims has shape {matrix.shape}; expected ({n}, {m}) = (candidates, active memories)")
+    slots = np.zeros((n, m)) if slot_sims is None or not (n and m) else np.asarray(slot_sims, dtype=np.float64)
+    if slots.shape != (n, m):
+        raise InvalidInput(f"slot_sims has shape {slots.shape}; expected ({n}, {m})")
     thresholds = {"duplicate": cfg.duplicate_threshold, "arbitration_low": cfg.arbitration_low,
-                  "supersede": cfg.supersede_threshold, "min_importance": cfg.min_importance}
+                  "supersede": cfg.supersede_threshold, "slot": cfg.slot_threshold,
+                  "min_importance": cfg.min_importance}
     overridden = _same_turn(candidates)
+    names = {match.key(m.value) or "": match.key(m.subject) or "" for m in active
+             if m.attribute in ("name", "preferred_name") and m.value and m.subject not in (None, "user", "team")}
     taken: set[str] = set()
     plan: list[Action] = []
     for i, c in enumerate(candidates):
         base = {"candidate_index": i, "thresholds": thresholds}
-        row = matrix[i]
+        r = _Row(i, c, matrix[i], slots[i], cfg, active, taken, names)
         if c.command == "forget":
-            plan.extend(_forget(i, c, active, row, cfg, taken, base))
+            plan.extend(_forget(r, base))
         elif i in overridden:
             plan.append(Action("ignore", c, reason=overridden[i], evidence=base))
         elif c.importance < cfg.min_importance:
             plan.append(Action("ignore", c, reason=f"importance {c.importance} below min_importance "
                                f"{cfg.min_importance}", evidence=base))
         else:
-            action = _decide(c, active, row, cfg, judge, taken, base)
-            if action.op == "supersede" and action.target_id:
-                taken.add(action.target_id)
-            plan.append(action)
+            actions = _decide(r, judge, base)
+            taken.update(x.target_id for x in actions if x.op == "supersede" and x.target_id)
+            plan.extend(actions)
     # A memory corroborated or duplicated early in the plan may be retired by a later candidate:
     # the earlier candidate then has nothing left to lean on and is added in its own right.
     plan = [replace(a, op="add", target_id=None, reason=f"its match {a.target_id} is retired in the same plan",

@@ -19,6 +19,8 @@ from .store import Store, new_id
 
 # How many nearest active memories (beyond those with the same subject) reconciliation sees per candidate.
 NEIGHBOURS = 20
+# How many memories that share words with a candidate's named subject reconciliation also sees.
+NAMED_NEIGHBOURS = 5
 
 
 def record_turn(store: Store, text: str, *, user: str, session: str | None, agent: str | None,
@@ -47,16 +49,50 @@ def neighbourhood(store: Store, user: str, candidates: Sequence[Candidate], vecs
     for vec in vecs:
         for mid, _ in store.search_dense(vec, NEIGHBOURS, user=user):
             ids.setdefault(mid)
+    # A named entity's other memories, however worded ("Ferris" and "the mechanic's name is Ferris").
+    for name in sorted({c.subject for c in candidates if c.subject and c.subject not in ("user", "team")}):
+        for mid, _ in store.search_lexical(name, NAMED_NEIGHBOURS, user=user):
+            ids.setdefault(mid)
     records = store.get_many(list(ids))
     return [records[i] for i in ids if i in records]
 
 
+def slot_phrase(item: Candidate | MemoryRecord) -> str | None:
+    """Return the words a claim's slot was said in ("warranty period"), else its canonical slot's words."""
+    said = item.meta.get("slot_phrase")
+    if isinstance(said, str) and said.strip():
+        return said.replace("_", " ").strip()
+    return item.attribute.replace("_", " ") if item.attribute else None
+
+
+def slot_similarity(embedder, candidates: Sequence[Candidate], active: Sequence[MemoryRecord]) -> np.ndarray:
+    """Return the cosine of every candidate's slot phrase with every active memory's (0 where one has none).
+
+    Each distinct phrase is embedded once, so the cost grows with the number of distinct slots,
+    not with the number of memories.
+    """
+    out = np.zeros((len(candidates), len(active)), np.float32)
+    left = [slot_phrase(c) for c in candidates]
+    right = [slot_phrase(m) for m in active]
+    phrases = sorted({p for p in left + right if p})
+    if not phrases or not any(left) or not any(right):
+        return out
+    vec = dict(zip(phrases, embedder.embed(phrases), strict=True))
+    for i, a in enumerate(left):
+        if a:
+            for j, b in enumerate(right):
+                if b:
+                    out[i, j] = float(vec[a] @ vec[b])
+    return out
+
+
 def reconcile(store: Store, user: str, candidates: list[Candidate], vecs: np.ndarray, cfg: Config,
-              judge: Callable[[Candidate, MemoryRecord], dict]) -> list[Action]:
+              judge: Callable[[Candidate, MemoryRecord], dict], embedder=None) -> list[Action]:
     """Return the write plan for `candidates` against the user's active memories."""
     active = neighbourhood(store, user, candidates, vecs)
     sims = vecs @ store.vectors([m.id for m in active]).T if active else np.zeros((len(candidates), 0))
-    return plan_writes(candidates, active, sims, cfg.write, judge=judge)
+    slots = slot_similarity(embedder, candidates, active) if embedder is not None and active else None
+    return plan_writes(candidates, active, sims, cfg.write, judge=judge, slot_sims=slots)
 
 
 def remember(store: Store, embedder, llm, turn: Turn, cfg: Config,
@@ -65,7 +101,7 @@ def remember(store: Store, embedder, llm, turn: Turn, cfg: Config,
     context = [t for t in store.recent_turns(turn.user, turn.session, cfg.write.context_turns + 1) if t.id != turn.id]
     candidates, overflow = cap(extract(llm, turn, context, cfg.write), cfg.write.max_candidates)
     vecs = embedder.embed([c.text for c in candidates]) if candidates else np.zeros((0, store.dim), np.float32)
-    plan = reconcile(store, turn.user, candidates, vecs, cfg, judge)
+    plan = reconcile(store, turn.user, candidates, vecs, cfg, judge, embedder)
     report = apply(store, plan, candidates, vecs, turn=turn, cfg=cfg)
     report.ignored.extend((c, f"over max_candidates={cfg.write.max_candidates} for one turn") for c in overflow)
     return report
@@ -82,7 +118,9 @@ def cap(candidates: list[Candidate], limit: int) -> tuple[list[Candidate], list[
 
 def materialise(candidate: Candidate, turn: Turn, cfg: Config) -> MemoryRecord:
     """Return the memory record a candidate becomes when written at `turn`."""
-    ttl = None if candidate.pinned else ttl_for(candidate.importance, cfg.decay)
+    # Pinned memories and the exempt categories (identity, preferences, lessons from failures) never expire.
+    exempt = candidate.pinned or candidate.category in cfg.decay.exempt_categories
+    ttl = None if exempt else ttl_for(candidate.importance, cfg.decay)
     return MemoryRecord(
         id=new_id("m"), user=turn.user, text=candidate.text, kind=candidate.kind, category=candidate.category,
         subject=candidate.subject, attribute=candidate.attribute, value=candidate.value,
@@ -122,6 +160,8 @@ def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: n
             store.insert_memories([created[k] for k in order], vecs[order])
         events: list[Event] = []
         links: list[Link] = []
+        born: set[str] = set()
+        linked: set[tuple[str, str]] = set()
         for action in plan:
             new = created.get(row_of.get(id(action.candidate), -1)) if action.candidate is not None else None
             if action.op == "add" and new is not None:
@@ -131,7 +171,10 @@ def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: n
                 old = store.get(action.target_id)
                 reason = _with_cause(action.reason, action.candidate.cause)
                 store.set_status(old.id, "superseded", reason=reason, at=at, successor=new.id)
-                events.append(_event(new.id, at, "created", None, "active", reason, action.evidence))
+                if new.id not in born:
+                    # A retraction may retire several memories; its successor is created once.
+                    born.add(new.id)
+                    events.append(_event(new.id, at, "created", None, "active", reason, action.evidence))
                 events.append(_event(old.id, at, "superseded", old.status, "superseded", reason,
                                      action.evidence, new.id))
                 links.append(Link(new.id, old.id, "supersedes", at))
@@ -153,7 +196,8 @@ def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: n
                 report.forgotten.append((replace(old, status="forgotten"), action.reason))
             else:
                 report.ignored.append((action.candidate, action.reason))
-            if new is not None:
+            if new is not None and (new.id, action.op) not in linked:
+                linked.add((new.id, action.op))
                 links.extend(_because_links(action, new, created, at))
                 links.extend(_depends_links(store, new, created, at))
         store.insert_events(events)
@@ -199,11 +243,11 @@ def forget_targets(store: Store, embedder, query: str, *, user: str, cfg: Config
     from .extract import extract_offline
 
     phrase = query if query.lower().lstrip().startswith("forget") else f"Forget {query}"
-    commands = [c for c in extract_offline(phrase, now=at, cfg=cfg.write) if c.command == "forget"]
+    commands = [c for c in extract_offline(phrase, now=at, cfg=cfg.write, user=user) if c.command == "forget"]
     if not commands:
         commands = [Candidate(text=query, command="forget", kind="semantic", category="note")]
     vecs = embedder.embed([c.text for c in commands])
-    plan = reconcile(store, user, commands, vecs, cfg, judge)
+    plan = reconcile(store, user, commands, vecs, cfg, judge, embedder)
     ids = list(dict.fromkeys(a.target_id for a in plan if a.op == "forget" and a.target_id))
     found = store.get_many(ids)
     return [found[i] for i in ids if i in found]

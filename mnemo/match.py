@@ -1,0 +1,160 @@
+"""The claim matcher: when two claims are about the same thing, in the same slot, with the same value.
+
+Reconciliation, forgetting and recall's evidence all ask these questions, so they are answered
+here once, on structure, with similarity only where structure allows it:
+
+- entities (`entity_match`): the same key is "same". Identifiers and numbers are hard: "KT-40"
+  and "KT-41", "flat 2" and "flat 5" never match. A key whose every word is inside another
+  ("Ostara" in "Ostara Books", "flat 2" in "tenant in flat 2") is an "alias"; so are the user and
+  the team ("we" includes "I"). Aliases count only where no memory of the same key does.
+- slots (`slot_match`): the same canonical slot is "exact"; a slot that opens the other
+  ("warranty" and "warranty period") is "prefix", one attribute; a slot that ends the other
+  ("address" and "home address") is "qualified", one of its kinds; slot phrases whose embeddings
+  are at least `slot_threshold` close are "similar". Different qualifiers ("personal email" and
+  "work email") are not aligned.
+- values (`same_value`, `same_kind`): normalised equality; the same head noun ("oat milk" and
+  "almond milk") is the same kind of value, which a change replaces.
+- marks (`values.marks`): the numbers, identifiers, addresses and names of a statement. Two
+  statements whose marks differ are never duplicates, whatever their cosine.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .normalise import RECORD_ID, content_tokens, marks, same_value, value_key
+
+_GENERIC = frozenset({"user", "team"})
+_DIGIT = re.compile(r"\d")
+
+
+def key(subject: str | None) -> str | None:
+    """Return the comparable form of an entity key."""
+    return subject.strip().casefold() if subject else None
+
+
+def _words(k: str) -> list[str]:
+    return re.findall(r"[\w@.+-]+", k.replace("'s ", " "))
+
+
+def hard(k: str) -> bool:
+    """Return True for a key that must match exactly: an identifier, or a name with a number in it."""
+    return bool(RECORD_ID.fullmatch(k) or _DIGIT.search(k))
+
+
+def entity_match(a: str | None, b: str | None) -> str | None:
+    """Return "same", "alias" or None for two entity keys (see the module docstring)."""
+    ka, kb = key(a), key(b)
+    if not ka or not kb:
+        return None
+    if ka == kb:
+        return "same"
+    if {ka, kb} == _GENERIC:
+        return "alias"
+    if ka in _GENERIC or kb in _GENERIC:
+        return None
+    owner_a, thing_a = ka.rsplit("'s ", 1) if "'s " in ka else (None, ka)
+    owner_b, thing_b = kb.rsplit("'s ", 1) if "'s " in kb else (None, kb)
+    if owner_a and owner_b and owner_a != owner_b:
+        # "the user's test" may be "the test"; "Mateo's size" is never "Lucía's size", nor Mateo himself.
+        return None
+    wa, wb = _words(thing_a), _words(thing_b)
+    small, big = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
+    # Containment keeps identifiers exact: "flat 2" is inside "tenant in flat 2", never inside "flat 5".
+    if small and all(w in big for w in small) and (len(small) < len(big) or owner_a != owner_b) and not (
+            RECORD_ID.fullmatch(ka) and RECORD_ID.fullmatch(kb)):
+        return "alias"
+    return None
+
+
+def soft(item: Any) -> bool:
+    """Return True for a claim about a plain noun phrase ("the release", "the album") or about nothing named.
+
+    Soft entities may be one thing under two words; names, identifiers, the user and the team may not.
+    """
+    k = key(item.subject)
+    if k is None:
+        return True
+    if k in _GENERIC or hard(k) or k.startswith(("user's", "team's")):
+        return False
+    shown = str(item.meta.get("subject_display") or "")
+    return shown.startswith("the ")
+
+
+def slot_words(slot: str | None) -> frozenset[str]:
+    """Return the words of a canonical slot ("personal_email" -> {"personal", "email"})."""
+    return frozenset(w for w in re.split(r"[_\s:]+", slot or "") if w)
+
+
+def slot_match(a: str | None, b: str | None, similarity: float = 0.0, threshold: float = 2.0) -> str | None:
+    """Return "exact", "prefix", "qualified", "similar" or None for two slots (see the module docstring).
+
+    "prefix": one slot opens the other ("warranty" and "warranty_period", "email" and
+    "email_address"): the longer one only adds a head noun, so both name one attribute.
+    "qualified": one slot ends the other ("address" and "home_address", "email" and
+    "personal_email"): the longer one adds a qualifier, so it may be one of several kinds; a
+    forget request may name it, a new value never replaces it.
+    """
+    if not a or not b:
+        return None
+    if a == b:
+        return "exact"
+    la, lb = [w for w in re.split(r"[_\s:]+", a) if w], [w for w in re.split(r"[_\s:]+", b) if w]
+    short, long_ = (la, lb) if len(la) <= len(lb) else (lb, la)
+    if short and len(short) < len(long_):
+        if long_[:len(short)] == short:
+            return "prefix"
+        if long_[-len(short):] == short:
+            return "qualified"
+    if similarity >= threshold:
+        return "similar"
+    return None
+
+
+def head_word(value: str | None) -> str | None:
+    """Return the head (last content word) of a value, singular: "almond milk" -> "milk"."""
+    words = [w for w in value_key(value).split() if not _DIGIT.search(w)] if value else []
+    if not words:
+        return None
+    w = words[-1]
+    return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+
+
+def same_kind(a: str | None, b: str | None) -> bool:
+    """Return True when two values name the same kind of thing (same head noun) without being equal."""
+    ha, hb = head_word(a), head_word(b)
+    return bool(ha and hb and ha == hb and not same_value(a, b))
+
+
+def holds(value: str | None, memory_value: str | None, memory_text: str | None = None) -> bool:
+    """Return True when a memory holds `value`: the same value, or every word of it within the memory's value."""
+    if not value:
+        return False
+    if same_value(value, memory_value):
+        return True
+    small = content_tokens(value)
+    if not small:
+        return False
+    return small <= content_tokens(memory_value) or (memory_text is not None and small <= content_tokens(memory_text))
+
+
+def names_relation(value: str | None, slot: str | None) -> bool:
+    """Return True when a value is the gerund of a relation slot's verb ("smoking" and "smoke")."""
+    if not value or not slot or " " in value.strip():
+        return False
+    word, verb = value.strip().lower(), slot.split("_")[0]
+    if not word.endswith("ing") or len(verb) < 3:
+        return False
+    stem = word[:-3]
+    return stem in (verb, verb.rstrip("e"), verb + verb[-1]) or stem + "e" == verb
+
+
+def negated(item: Any) -> bool:
+    """Return the polarity flag of a claim or a stored memory (the stored flag lives in meta)."""
+    return bool(getattr(item, "negated", False) or item.meta.get("negated"))
+
+
+def marks_of(item: Any) -> frozenset[str]:
+    """Return the marks of a claim or memory, computed from its text (the same way for both)."""
+    return marks(item.text)
