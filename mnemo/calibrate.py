@@ -154,7 +154,7 @@ def pair_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
 # ----------------------------------------------------------------- recall evidence (confidence bands)
 def top_evidence(recall: Any) -> float:
     """Return the best evidence among a recall's packed memories: what `certain_at` / `vague_at` cut."""
-    from .recall import evidence
+    from .recall import evidence_of as evidence
 
     return max((evidence(p.scores) for p in recall.memories if "dense" in p.scores), default=0.0)
 

@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from . import decay
+from . import decay, evidence
 from .clock import utc
 from .config import DecayConfig, RecallConfig
 from .errors import ConfigError, InvalidInput
+from .extract.questions import ask, describe
 from .model import Citation, Link, MemoryRecord, Packed, Recall, Scored, TraceEntry
 from .normalise import canonical_attribute
 
@@ -109,7 +110,8 @@ def score(candidates: Iterable[MemoryRecord], fused: Mapping[str, dict], now: da
     """Return the candidates scored and sorted best first.
 
     final = weight_relevance * fused + weight_recency * recency + weight_salience * salience
-    + weight_prior * prior. `Scored.scores` keeps every component (and the raw retriever
+    + weight_prior * prior + weight_claim * claim, where claim is what the memory's claim says to the
+    question (`evidence.FIT_SCORE`: +1 answers it, -1 is about a conflicting entity). `Scored.scores` keeps every component (and the raw retriever
     scores, ranks and query coverage when known) for the trace.
     """
     out = []
@@ -121,8 +123,10 @@ def score(candidates: Iterable[MemoryRecord], fused: Mapping[str, dict], now: da
             "salience": decay.salience(memory, now, decay_cfg),
             "prior": prior(memory),
         }
+        parts["claim"] = float(entry.get("claim", 0.0))
         final = (cfg.weight_relevance * parts["fused"] + cfg.weight_recency * parts["recency"]
-                 + cfg.weight_salience * parts["salience"] + cfg.weight_prior * parts["prior"])
+                 + cfg.weight_salience * parts["salience"] + cfg.weight_prior * parts["prior"]
+                 + cfg.weight_claim * parts["claim"])
         for key in ("dense", "bm25", "dense_rank", "bm25_rank", "coverage"):
             if entry.get(key) is not None:
                 parts[key] = float(entry[key])
@@ -282,7 +286,7 @@ def coverage(query: str, text: str, names: Sequence[str] = (), attribute: str | 
     "user": every memory of the user is about them, so naming them is no evidence.
     A query with no content word covers nothing. A typed memory also covers the
     words that name its own attribute ("what diet ..." and a `diet` memory, "do for
-    a living" and a `job_title` one, through `normalise.ATTRIBUTE_SYNONYMS`): only
+    a living" and a `job_title` one, through the slot table (`mnemo.lexicon`)): only
     the memory of that attribute gains, so a question about an attribute the record
     lacks stays uncovered.
     """
@@ -320,7 +324,7 @@ def _terms(text: str, skip: frozenset[str] = frozenset()) -> set[str]:
     return out
 
 
-def evidence(entry: Mapping[str, Any]) -> float:
+def evidence_of(entry: Mapping[str, Any]) -> float:
     """Return how strongly one candidate is supported, in [0, 1]: the value confidence thresholds.
 
     evidence = EVIDENCE_DENSE * clip(dense cosine, 0, 1) + EVIDENCE_COVERAGE * coverage,
@@ -340,7 +344,7 @@ def confidence(packed: Sequence[Packed], fused: Mapping[str, dict], cfg: RecallC
     Only retrieved memories count: a pinned memory that no retriever found does not
     make the pack relevant to the query.
     """
-    top = max((evidence(fused[p.id]) for p in packed if p.id in fused), default=0.0)
+    top = max((evidence_of(fused[p.id]) for p in packed if p.id in fused), default=0.0)
     if top >= cfg.certain_at:
         return "certain"
     if top >= cfg.vague_at:
@@ -422,9 +426,14 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     shaken = _shaken(store, candidates)
     candidates = [m for m in candidates if m.id not in shaken]
     pins = [m for m in store.pinned(user, filters) if m.user == user]
+    q = ask(resolve_self(query, names))
+    aliases = evidence.aliases(candidates + pins)
+    fit_of: dict[str, str] = {}
     for m in candidates + pins:
+        fit_of[m.id] = evidence.fit(q, m, aliases)
         if m.id in fused:
             fused[m.id]["coverage"] = coverage(query, m.text, names, m.attribute)
+            fused[m.id]["claim"] = evidence.FIT_SCORE[fit_of[m.id]]
 
     everyone = list({m.id: m for m in candidates + pins}.values())
     counts = dict(zip([m.id for m in everyone], count_many([m.text for m in everyone]), strict=True))
@@ -433,7 +442,10 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     packed, trace = pack([s for s in scored if s.memory.id not in pin_ids], budget, cfg,
                          [s for s in scored if s.memory.id in pin_ids])
     trace = vetoed + trace
-    verdict = confidence(packed, fused, cfg)
+    top = max((evidence_of(fused[p.id]) for p in packed if p.id in fused), default=0.0)
+    missing = evidence.missing_names(q, [p.memory for p in packed], aliases, names)
+    verdict, why = evidence.verdict(q, [fit_of.get(p.id, "other") for p in packed if p.id in fused], top, missing,
+                                    cfg.certain_at, cfg.vague_at)
 
     history: list[Packed] = []
     message = ""
@@ -441,8 +453,8 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         trace = [TraceEntry(t.memory_id, t.text, False, "abstain", t.scores, f"was {t.reason}; {t.detail}")
                  for t in trace]
         # Strong evidence left out of an "unknown" pack was left out by the budget, not absent.
-        found = any(evidence(fused[s.memory.id]) >= cfg.vague_at for s in scored
-                    if s.memory.id in fused and s.memory.active)
+        found = not missing and any(evidence_of(fused[s.memory.id]) >= cfg.vague_at for s in scored
+                                    if s.memory.id in fused and s.memory.active)
         packed, message = [], (NO_ROOM if found else NOT_IN_RECORD)
     elif cfg.expand_hops > 0:
         links, notes = _expand(store, packed, cfg.expand_hops)
@@ -469,12 +481,14 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
             message = UNCERTAIN
     # Only memories that support the answer are reinforced: filler packed to use the budget must
     # not be kept alive by being shown (a recall would otherwise reinforce everything it packs).
-    used_ids = [p.id for p in packed if p.id in fused and evidence(fused[p.id]) >= cfg.vague_at]
+    used_ids = [p.id for p in packed if p.id in fused and (evidence_of(fused[p.id]) >= cfg.vague_at
+                                                           or fit_of.get(p.id) == "answers")]
     if used_ids:
         store.touch(used_ids, now)
     provenance = {
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
-        "fusion": cfg.fusion, "rerank": "none", "evidence": "dense cosine + query coverage",
+        "fusion": cfg.fusion, "rerank": "none", "evidence": "claims, then dense cosine + query coverage",
+        "question": describe(q), "confidence_why": why,
         "tokenizer": tokenizer or getattr(count_many, "name", None) or getattr(count_many, "__name__", "?"),
     }
     used = sum(p.tokens for p in packed) + sum(h.tokens for h in history)
@@ -549,7 +563,7 @@ def make_room(packed: list[Packed], notes: list[Packed], costs: list[int], links
                 break
             # A memory with better evidence for the query than the carrier is the answer, not filler.
             if (not p.memory.pinned and p.score < carrier.score and p.id not in roots
-                    and evidence(p.scores) <= evidence(carrier.scores)):
+                    and evidence_of(p.scores) <= evidence_of(carrier.scores)):
                 victims.append(p)
                 free += p.tokens
         if free < cost:

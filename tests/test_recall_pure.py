@@ -23,7 +23,7 @@ from mnemo.recall import (
     cite,
     confidence,
     coverage,
-    evidence,
+    evidence_of,
     fuse,
     history_notes,
     make_room,
@@ -259,8 +259,8 @@ def test_coverage_and_evidence():
     assert coverage("What is alice's blood type?", "Alice lives in Lisbon") == pytest.approx(1 / 3)
     assert coverage("What is the capital of Peru?", "Alice lives in Lisbon") == 0.0
     assert coverage("what is it?", "anything") == 0.0
-    assert evidence({"dense": 0.8, "coverage": 1.0}) == pytest.approx(0.9)
-    assert evidence({"dense": -0.3, "coverage": None}) == 0.0
+    assert evidence_of({"dense": 0.8, "coverage": 1.0}) == pytest.approx(0.9)
+    assert evidence_of({"dense": -0.3, "coverage": None}) == 0.0
 
 
 def test_a_typed_memory_covers_the_words_that_name_its_attribute_and_no_other_memory_does():
@@ -452,8 +452,10 @@ def test_recall_answers_with_citations_history_and_one_touch():
     (touched,) = store.touched
     assert touched[1] == NOW and "lisbon" in touched[0] and "french" not in touched[0]
     assert set(touched[0]) < set(r.ids)
-    assert r.provenance == {"retrievers": ["dense", "bm25"], "fusion": "rrf", "rerank": "none",
-                            "evidence": "dense cosine + query coverage", "tokenizer": "words+1"}
+    assert {k: r.provenance[k] for k in ("retrievers", "fusion", "rerank", "evidence", "tokenizer")} == {
+        "retrievers": ["dense", "bm25"], "fusion": "rrf", "rerank": "none",
+        "evidence": "claims, then dense cosine + query coverage", "tokenizer": "words+1"}
+    assert r.provenance["question"]["subject"] == "user" and r.provenance["confidence_why"]
     traced = [t.memory_id for t in r.trace]
     assert len(traced) == len(set(traced))
     assert {t.memory_id for t in r.trace if t.reason == "expansion"} == {"berlin"}
