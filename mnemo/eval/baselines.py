@@ -109,6 +109,8 @@ class RawTurns:
     """Common ground of the baselines: keep every raw turn; forget and decay do nothing."""
 
     name = "raw"
+    # Records are the turns as said: whatever was said survives, so a survivor phrase never goes missing.
+    verbatim = True
 
     def __init__(self) -> None:
         self.turns: list[RawTurn] = []

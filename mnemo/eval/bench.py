@@ -339,6 +339,9 @@ SUMMARY_COLUMNS = {
 }
 
 
+_SHORT_SYSTEMS = {"no_memory": "none", "full_history": "full", "recent_only": "recent", "naive_rag": "rag"}
+_SHORT_METRICS = {"pass_rate": "pass rate", "context_recall": "ctx recall", "forgetting_precision": "forget prec",
+                  "forgetting_recall": "forget rec", "abstention_correct": "abstain ok"}
 _COUNTS = frozenset({"n", "probes", "errors"})  # columns that count things: shown whole, never "4.000"
 
 
@@ -358,6 +361,16 @@ def summary(benchmark: str, aggregates: dict[str, dict[str, float]]) -> tuple[li
         return f"{v:.0f}" if whole else f"{v:.3f}"
 
     return ["group", *present], [[g, *(cell(c, a.get(c)) for c in present)] for g, a in aggregates.items()]
+
+
+def narrow(header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """Return a summary table turned for a terminal: metrics down, groups across, short names.
+
+    Five systems and eleven scenario metrics read at 80 columns this way.
+    """
+    groups = [_SHORT_SYSTEMS.get(r[0], r[0]) for r in rows]
+    return ["metric", *groups], [[_SHORT_METRICS.get(c, c), *(r[k + 1] for r in rows)]
+                                 for k, c in enumerate(header[1:])]
 
 
 def run_eval(benchmark: str, *, recipes: Sequence[str] | None = None, llm: str = "offline",

@@ -24,7 +24,12 @@ harness feeds them, per probe (only probes that check something get a value for 
   `forgets` or `survivors`: F = every record of the probe's user that is tombstoned (forgotten,
   superseded or decayed) at probe time; T = the records whose text mentions a `forgets` phrase,
   plus one phantom id per phrase that matches no record at all (so a target that was never
-  stored cannot be "forgotten" by default); K = the records mentioning a `survivors` phrase, minus T.
+  stored cannot be "forgotten" by default); K = the records mentioning a `survivors` phrase, minus T,
+  plus, for mnemo (not for the baselines, which keep every turn verbatim), one phantom per survivor
+  phrase that matches no record, which also counts in F: a fact that was never stored did not
+  survive (before, such a phrase passed silently). F counts every tombstone
+  of the user, so a probe's `forgets` must list everything that should be gone by then
+  (data/scenarios/README.md).
   Baselines keep raw turns and tombstone nothing: precision 1, recall 0 (when T is not empty),
   collateral 0 (see `mnemo.eval.baselines`).
 * **abstention accuracy** (`metrics.abstention`) over the probes that check it (`Probe.should_abstain`
@@ -125,6 +130,7 @@ class Observation:
     system: str
     context: Context | metrics.Failed
     records: dict[str, tuple[str, bool]]
+    verbatim: bool = False  # the system keeps turns as said (the baselines): nothing said goes missing
 
     @property
     def qid(self) -> str:
@@ -163,7 +169,8 @@ def play(scenario: Scenario, system: System) -> list[Observation]:
         out = []
         for probe in scenario.probes:
             ctx = system.context(probe.question, user=probe.user, budget=scenario.budget_tokens, at=at)
-            out.append(Observation(scenario, probe, system.name, ctx, system.records(probe.user)))
+            out.append(Observation(scenario, probe, system.name, ctx, system.records(probe.user),
+                                   getattr(system, "verbatim", False)))
         return out
     # The harness is a runner boundary: a system that raises becomes failed rows, never a lost scenario.
     except Exception as exc:  # noqa: BLE001
@@ -190,7 +197,15 @@ def _forget_sets(obs: Observation) -> tuple[set[str], set[str], set[str]]:
     for phrase in obs.probe.forgets:
         hits = {rid for rid, (text, _) in obs.records.items() if metrics.mentions(text, [phrase])}
         targets |= hits or {f"missing:{phrase}"}
-    keep = {rid for rid, (text, _) in obs.records.items() if metrics.mentions(text, obs.probe.survivors)}
+    keep: set[str] = set()
+    for phrase in obs.probe.survivors:
+        hits = {rid for rid, (text, _) in obs.records.items() if metrics.mentions(text, [phrase])}
+        if hits or obs.verbatim:
+            keep |= hits
+            continue
+        # A survivor that no memory holds at all was never kept: it counts as lost, like a tombstone.
+        keep.add(f"missing:{phrase}")
+        tombstoned.add(f"missing:{phrase}")
     return tombstoned, targets, keep - targets
 
 
