@@ -461,7 +461,7 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
     """Run scenarios or a real benchmark with a recipe and a model mode; print a table, write results.json + Parquet."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .eval.bench import run_eval, summary
+    from .eval.bench import narrow, run_eval, summary
 
     options: dict[str, Any] = {}
     if benchmark in ("locomo", "realtalk"):
@@ -486,6 +486,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
                                                            description=f"{benchmark}: {label}"),
             **options)
     header, rows = summary(benchmark, aggregates)
+    if benchmark == "scenarios":
+        header, rows = narrow(header, rows)
     table = Table(title=f"mnemo eval {benchmark}")
     for col in header:
         table.add_column(col, overflow="fold", no_wrap=col in ("group", "metric"))
