@@ -16,9 +16,9 @@ from .clock import Clock, WallClock, utc
 from .config import Config, recipe
 from .embed import Embedder, make_embedder
 from .errors import InvalidInput, NotFound
+from .judge import model_judge, offline_judge
 from .llm import LLM, connect
 from .model import Candidate, Event, MemoryRecord, Recall, WriteReport
-from .reconcile import model_judge, offline_judge
 from .store import Store, new_id
 from .store_pg import store_class
 from .tokens import count_many, tokenizer_name

@@ -37,7 +37,7 @@ Failures and lessons are never superseded and never supersede: a second failure 
 A candidate under min_importance is ignored. A pinned candidate ("remember that ...") that
 corroborates or duplicates sets evidence["pin"] = True.
 
-Forget commands target exactly what they name (`_forget`): by entity and slot (exact before
+Forget commands target exactly what they name (`forget_actions`): by entity and slot (exact before
 contained before similar), by marks (every memory holding the names or numbers the request
 names: "the Calloway interview"), by all of the request's content words, or by cosine >=
 duplicate_threshold. "old" / "previous" spare the newest match; a request for everything, or for
@@ -51,48 +51,26 @@ failure it names (see `_link_causes`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from . import lexicon, match
+from . import match
 from .config import WriteConfig
-from .errors import InvalidInput, LLMResponseError
+from .errors import InvalidInput
+from .forgetting import forget_actions, names
+from .judge import NEVER_RETIRED, TYPED, Judge, offline_judge, value_kind
 from .model import Action, Candidate, MemoryRecord
-from .normalise import content_tokens, marks, overlap, same_value, stem
+from .normalise import marks, overlap, same_value
 
-OFFLINE_JUDGE = "offline-claims-v2"
 MAX_JUDGED = 3  # same-entity memories in the arbitration band shown to the judge, nearest first
-NEVER_RETIRED = frozenset({"failure", "lesson"})
 CAUSE_OVERLAP = 0.6  # share of the cause's words a failure must contain to be its cause
-# Value types a change can replace by type alone ("their balance is down to 425 GBP").
-TYPED = frozenset({"money", "date", "time", "duration", "number", "version", "percent", "quantity"})
-# Words of a forget request that name no memory: "user" and "team" are in every third-person memory text.
-_COMMAND_WORDS = frozenset(stem(w) for w in ("forget", "delete", "erase", "remove", "wipe", "said", "told", "about",
-                                             "everything", "anything", "all", "memory", "memories", "user", "team",
-                                             "note", "notes", "bit", "part", "detail", "information", "info"))
-_CHANGE_CUE = ("now", "no longer", "anymore", "any more", "instead", "switched", "changed", "moved", "actually",
-               "correction", "updated", "not anymore", "from now on", "these days")
-_NEGATION_CUE = ("not", "no longer", "n't", "never", "anymore")
 
 # "because of that failure", "due to the outage": a cause that points back at a failure already said.
 _ANAPHORIC_CAUSE = re.compile(r"\b(?:that|this|the|those|these)\s+(?:\w+\s+)?(?:failure|outage|incident|crash|"
                               r"problem|issue|error|bug|mess|breakage)\b", re.I)
 
-Judge = Callable[[Candidate, MemoryRecord], dict]
-
-
-def _vtype(item: Candidate | MemoryRecord) -> str | None:
-    """Return a claim's value type: recorded at extraction, else read from the value's shape."""
-    if item.meta.get("value_type"):
-        return str(item.meta["value_type"])
-    if not item.value:
-        return None
-    from .extract.values import value_type
-
-    return value_type(item.value)
 
 
 @dataclass
@@ -220,14 +198,14 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
             j = kinds[0]
             return [_act(r, "supersede", j, f"changed to a {match.head_word(c.value)} of another kind: "
                          f"{a[j].value} -> {c.value}", base, match="same kind")]
-    if c.meta.get("change_cue") and can_retire and not neg and _vtype(c) in TYPED:
+    if c.meta.get("change_cue") and can_retire and not neg and value_kind(c) in TYPED:
         pool = retirable or [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and any(
             match.entity_match(c.subject, k) for k in a[j].meta.get("about") or ())]
-        typed = [j for j in pool if a[j].single_valued and _vtype(a[j]) == _vtype(c)
+        typed = [j for j in pool if a[j].single_valued and value_kind(a[j]) == value_kind(c)
                  and not same_value(c.value, a[j].value)]
         if len(typed) == 1:
             j = typed[0]
-            return [_act(r, "supersede", j, f"changed to {c.value} (the {_vtype(c)} of {c.subject})", base,
+            return [_act(r, "supersede", j, f"changed to {c.value} (the {value_kind(c)} of {c.subject})", base,
                          match="typed change")]
     return [_similar(r, judge, base)]
 
@@ -303,7 +281,7 @@ def _same_turn(candidates: list[Candidate]) -> dict[int, str]:
         for k in range(i + 1, len(candidates)):
             b = candidates[k]
             if b.command == "forget":
-                if _names(b, a) is not None:
+                if names(b, a) is not None:
                     out[i] = f"forgotten later in the same turn (candidate {k})"
                     break
                 continue
@@ -319,79 +297,6 @@ def _same_turn(candidates: list[Candidate]) -> dict[int, str]:
                 out[i] = f"overridden later in the same turn (candidate {k})"
                 break
     return out
-
-
-def _names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold: float = 2.0,
-           slot_sim: float = 0.0, slot_threshold: float = 2.0) -> str | None:
-    """Return how the forget command `c` names `m` ("entity+slot", "marks", "terms", ...), or None."""
-    spec = c.meta.get("forget") or {}
-    entity = match.entity_match(c.subject, m.subject) if c.subject else None
-    if c.attribute and (entity or not c.subject):
-        level = match.slot_match(c.attribute, m.attribute, slot_sim, slot_threshold)
-        if level is None and m.attribute in lexicon.slot_families().get(c.attribute, ()):
-            level = "family"
-        if level and (not c.value or match.holds(c.value, m.value, m.text)):
-            return f"entity+slot ({level})"
-    if c.value and (entity or not c.subject) and match.holds(c.value, m.value, m.text):
-        return "value"
-    wanted = frozenset(spec.get("marks") or c.meta.get("marks") or ())
-    if c.meta.get("rule") in ("command.forget.same_turn", "command.forget.context"):
-        # "X. Please delete that": a statement withdrawn as a whole names the memories holding its marks.
-        wanted = frozenset(w for w in marks(c.text) if any(ch.isdigit() for ch in w) or "@" in w or "." in w)
-    said = {w.strip(".,;:!?'\"()").lower().removesuffix("'s") for w in m.text.split()} | marks(m.text)
-    if wanted and wanted <= said:
-        return "marks"
-    words = content_tokens(" ".join(filter(None, [m.text, m.subject, m.value, (m.attribute or "").replace("_", " ")])))
-    if c.subject and c.subject not in ("user", "team") and not c.attribute and entity:
-        return "entity"
-    terms = (set(spec.get("terms") or ()) or content_tokens(c.text)) - _COMMAND_WORDS
-    if terms and terms <= words and (not c.subject or c.subject in ("user", "team") or entity or wanted):
-        return "terms"
-    if sim >= threshold and (not c.subject or entity):
-        return "similarity"
-    return None
-
-
-def _forget(r: _Row, base: dict[str, Any]) -> list[Action]:
-    """Return the forget actions of one forget command, or one ignore action saying why."""
-    c, a, cfg = r.c, r.active, r.cfg
-    spec = c.meta.get("forget") or {}
-    broad = spec.get("scope") == "all" or (
-        match.key(c.subject) in ("user", "team") or spec.get("scope") in ("user", "team")) and not (
-        c.attribute or c.value or spec.get("terms") or spec.get("marks") or c.meta.get("marks"))
-    if broad:
-        return [Action("ignore", c, reason="forget request too broad: name what to forget, or use "
-                       "Memory.forget(memory_id)", evidence={**base, "scope": spec.get("scope")})]
-    named = [(j, why) for j in range(len(a)) if r.free(j)
-             for why in [_names(c, a[j], float(r.sims[j]), cfg.duplicate_threshold, float(r.slot_sims[j]),
-                                cfg.slot_threshold)] if why]
-    # A slot named exactly takes precedence over slots that only contain it, which beat similar ones.
-    for level in ("exact", "prefix", "qualified", "similar", "family"):
-        tier = [f for f in named if f[1] == f"entity+slot ({level})"]
-        if level == "qualified" and len({a[j].attribute for j, _ in tier}) > 1:
-            # "forget my address" with a home and an office address stored: unsure, so nothing is taken.
-            named = [f for f in named if not f[1].startswith("entity+slot")]
-            break
-        if tier:
-            # A named slot is precise: loose word and similarity matches no longer count, named values do.
-            named = tier + [f for f in named if f[1] in ("value", "marks")]
-            break
-    qualifier = spec.get("qualifier")
-    if qualifier in ("old", "previous", "former", "current", "new") and named:
-        newest = max(named, key=lambda f: (a[f[0]].created_at is not None, a[f[0]].created_at or 0, f[0]))
-        named = [newest] if qualifier in ("current", "new") else [f for f in named if f != newest]
-        if not named:
-            return [Action("ignore", c, reason="nothing to forget: only the current value matches 'old'",
-                           evidence={**base, "kept": a[newest[0]].id, "qualifier": qualifier})]
-    if not named:
-        near = sorted(range(len(a)), key=lambda j: -float(r.sims[j]))[:3]
-        return [Action("ignore", c, reason="nothing matched: nothing forgotten", evidence={
-            **base, "max_sim": float(r.sims.max()) if r.sims.size else 0.0,
-            "nearest": [{"memory_id": a[j].id, "text": a[j].text, "sim": round(float(r.sims[j]), 3)} for j in near]})]
-    r.taken.update(a[j].id for j, _ in named)
-    what = c.meta.get("source_text") or c.text
-    return [Action("forget", c, target_id=a[j].id, reason=f"user asked to forget: {what}",
-                   evidence={**base, "match": why, "sim": float(r.sims[j])}) for j, why in named]
 
 
 def _link_causes(plan: list[Action], candidates: list[Candidate], active: list[MemoryRecord]) -> list[Action]:
@@ -439,96 +344,6 @@ def _link_causes(plan: list[Action], candidates: list[Candidate], active: list[M
     return out
 
 
-
-def offline_judge(candidate: Candidate, memory: MemoryRecord) -> dict:
-    """Return the offline verdict on whether `candidate` contradicts `memory`, from their claims and cues.
-
-    {"contradicts": bool, "score": float in [0, 1], "why": str, "judge": "offline-claims-v2"}.
-    """
-    def verdict(score: float, why: str) -> dict:
-        return {"contradicts": score >= 0.5, "score": round(score, 3), "why": why, "judge": OFFLINE_JUDGE}
-
-    if candidate.subject and memory.subject and match.entity_match(candidate.subject, memory.subject) is None \
-            and not (match.soft(candidate) and match.soft(memory)):
-        return verdict(0.0, "different entities")
-    if memory.category in NEVER_RETIRED or candidate.category in NEVER_RETIRED:
-        return verdict(0.0, "failures and lessons are never superseded")
-    said = str(candidate.meta.get("source_text") or candidate.text).lower()
-    cue = bool(candidate.meta.get("change_cue")) or any(f" {w} " in f" {said} " for w in _CHANGE_CUE)
-    if candidate.old_value and match.holds(candidate.old_value, memory.value, memory.text):
-        return verdict(0.95, f"states that {candidate.old_value!r} was replaced")
-    if match.negated(candidate) != match.negated(memory) and (
-            match.holds(candidate.value, memory.value) or overlap(candidate.text, memory.text) >= 0.5):
-        return verdict(0.9, "opposite polarity about the same thing")
-    slot = match.slot_match(candidate.attribute, memory.attribute)
-    if slot and candidate.value and memory.value:
-        if same_value(candidate.value, memory.value):
-            return verdict(0.0, "same value")
-        if candidate.single_valued and memory.single_valued:
-            return verdict(0.85, f"single-valued {candidate.attribute}: {memory.value!r} -> {candidate.value!r}")
-        return verdict(0.1, f"multi-valued {candidate.attribute}: both can hold")
-    kind = _vtype(candidate)
-    if cue and kind in TYPED and kind == _vtype(memory) and candidate.value and not same_value(
-            candidate.value, memory.value):
-        return verdict(0.7, f"a change of {kind}: {memory.value!r} -> {candidate.value!r}")
-    a, b = content_tokens(candidate.text), content_tokens(memory.text)
-    only_a, only_b = a - b, b - a
-    same_entity = match.entity_match(candidate.subject, memory.subject) == "same"
-    if same_entity and only_a and only_b and all(any(ch.isdigit() for ch in w) for w in only_a | only_b):
-        # "The office closes at 7pm" after "... at 6pm": one statement of one entity, another number.
-        return verdict(0.7, f"same statement with different numbers: {sorted(only_b)} -> {sorted(only_a)}")
-    neg_a = any(f" {w} " in f" {said} " or w in said.split() for w in _NEGATION_CUE)
-    neg_b = any(f" {w} " in f" {memory.text.lower()} " for w in _NEGATION_CUE)
-    shared = len(a & b) / max(1, len(a | b))
-    if neg_a != neg_b and shared >= 0.5:
-        return verdict(0.75, "one says not, the other says so")
-    if cue and shared >= 0.3 and only_a:
-        return verdict(0.6, f"change cue with new content {sorted(only_a)[:4]}")
-    return verdict(0.1 + (0.2 if cue else 0.0), "no contradiction cue")
-
-
-JUDGE_SCHEMA: dict = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["contradicts", "score", "why"],
-    "properties": {"contradicts": {"type": "boolean"}, "score": {"type": "number"}, "why": {"type": "string"}},
-}
-
-
-def _record(item: Candidate | MemoryRecord, name: str) -> dict[str, Any]:
-    """Return the framed-data view of a candidate or memory for the judge prompt."""
-    fields = {"id": getattr(item, "id", name), "text": item.text, "subject": item.subject,
-              "attribute": item.attribute, "value": item.value, "category": item.category,
-              "negated": match.negated(item)}
-    return {k: v for k, v in fields.items() if v is not None}
-
-
-def model_judge(llm) -> Judge:
-    """Return a judge that asks the live model (prompt "judge", role "judge"), failing closed on a bad answer.
-
-    An unusable answer (LLMResponseError, or a verdict of the wrong shape) gives
-    {"contradicts": False, "score": 0.0, "why": "judge error: ...", "judge": ..., "error": True},
-    so the plan retires nothing and adds the candidate as novel. A missing model
-    (LLMUnavailable, CassetteMiss) is not an answer and propagates: it must stay loud.
-    """
-    models = getattr(llm, "models", None)
-    name = f"model:{models['judge']}" if isinstance(models, dict) and models.get("judge") else \
-        f"model:{type(llm).__name__}"
-
-    def judge(candidate: Candidate, memory: MemoryRecord) -> dict:
-        try:
-            answer = llm.complete_json("judge", {"candidate": _record(candidate, "candidate"),
-                                                 "memory": _record(memory, "memory")}, JUDGE_SCHEMA, role="judge")
-            contradicts, score, why = answer["contradicts"], float(answer["score"]), str(answer["why"])
-            if not isinstance(contradicts, bool) or not 0.0 <= score <= 1.0:
-                raise ValueError(f"contradicts={contradicts!r}, score={score!r}")
-        except (LLMResponseError, KeyError, TypeError, ValueError) as exc:
-            return {"contradicts": False, "score": 0.0, "why": f"judge error: {exc}", "judge": name, "error": True}
-        return {"contradicts": contradicts, "score": round(score, 3), "why": why, "judge": name}
-
-    return judge
-
-
 def plan_writes(candidates: list[Candidate], active: list[MemoryRecord], sims: np.ndarray, cfg: WriteConfig,
                 judge: Judge = offline_judge, slot_sims: np.ndarray | None = None) -> list[Action]:
     """Return the write plan: the actions of every candidate, decided by the rules above.
@@ -556,7 +371,7 @@ def plan_writes(candidates: list[Candidate], active: list[MemoryRecord], sims: n
         base = {"candidate_index": i, "thresholds": thresholds}
         r = _Row(i, c, matrix[i], slots[i], cfg, active, taken, names)
         if c.command == "forget":
-            plan.extend(_forget(r, base))
+            plan.extend(forget_actions(r, base))
         elif i in overridden:
             plan.append(Action("ignore", c, reason=overridden[i], evidence=base))
         elif c.importance < cfg.min_importance:

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from mnemo.config import WriteConfig
 from mnemo.errors import InvalidInput, LLMResponseError, LLMUnavailable
 from mnemo.extract import extract_offline
+from mnemo.judge import OFFLINE_JUDGE, model_judge, offline_judge
 from mnemo.model import OPS, Action, Candidate, MemoryRecord
-from mnemo.reconcile import OFFLINE_JUDGE, model_judge, offline_judge, plan_writes
+from mnemo.reconcile import plan_writes
 
 CFG = WriteConfig()
 T0 = datetime(2026, 3, 1, 9, 0)

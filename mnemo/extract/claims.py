@@ -25,252 +25,71 @@ entity) where the parse makes it clear; unresolved ones leave the subject unknow
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from dataclasses import replace as replace_field
 from datetime import datetime
 from typing import Any
 
 from .. import lexicon
 from ..model import Candidate
-from ..normalise import canonical_subject, normalise_value, parse_date
+from ..normalise import normalise_value, parse_date
 from .clauses import Clause, subtree
+from .entities import (
+    NOT_KIND,
+    TEAM,
+    USER,
+    Entity,
+    Mentions,
+    attribute_of,
+    entity_of,
+    modifiers,
+    name_of,
+    resolved_pronouns,
+    span_text,
+)
 from .parser import IDENTIFIER
 from .render import render
+from .slots import (
+    MEASURED,
+    TYPED_SLOTS,
+    bare_attribute,
+    canonical_slot,
+    known_relation,
+    noun_number,
+    relation_phrase,
+    role_noun,
+    slot_words_key,
+)
 from .values import marks, value_type
 
 Token = Any
+
+
 EXTRACTOR = "offline-parser-v2"
+
+
 KIND_OF = {"profile": "semantic", "preference": "semantic", "fact": "semantic", "deadline": "semantic",
            "note": "semantic", "decision": "procedural", "change": "procedural", "instruction": "procedural",
            "routine": "procedural", "lesson": "procedural", "event": "episodic", "failure": "episodic"}
+
+
 BASE_IMPORTANCE = {"profile": 0.7, "preference": 0.6, "fact": 0.55, "deadline": 0.7, "decision": 0.6,
                    "instruction": 0.7, "failure": 0.6, "lesson": 0.7, "routine": 0.5, "event": 0.4, "change": 0.55,
                    "note": 0.3}
-# Value types that name the slot when the sentence has no attribute noun ("X is for 1200 EUR" -> amount).
-MEASURED = frozenset({"money", "date", "time", "duration", "number", "percent", "quantity", "version", "age"})
-TYPED_SLOTS = {"money": "amount", "date": "date", "time": "time", "duration": "duration", "percent": "rate",
-               "email": "email", "phone": "phone", "url": "url", "version": "version", "place": "location",
-               "quantity": "quantity", "age": "age"}
-_FIRST_SINGULAR = frozenset({"i", "me", "my", "mine", "myself"})
-_FIRST_PLURAL = frozenset({"we", "us", "our", "ours", "ourselves"})
-_THIRD = {"he": "person", "him": "person", "his": "person", "she": "person", "her": "person", "hers": "person",
-          "it": "thing", "its": "thing", "they": "any", "them": "any", "their": "any", "theirs": "any",
-          "this": "thing", "that": "thing"}
+
+
 _ROUTINE = re.compile(r"\b(?:every|each)\s+\w+|\bon\s+(?:mon|tues|wednes|thurs|fri|satur|sun)days\b|\b(?:usually|"
                       r"normally|typically|always|often|generally)\b", re.I)
+
+
 _LESSON = re.compile(r"\blessons? learn(?:ed|t)\b|\bnext time\b|\bwe learn(?:ed|t) that\b|\bin future\b", re.I)
+
+
 _TRANSIENT = re.compile(r"\bright now\b|\bat the moment\b|\btonight\b|\bthis (?:morning|afternoon|evening)\b",
                         re.I)
-# Modifiers that say when or how much, not which kind: "my new manager" is my manager.
-_NOT_KIND = frozenset("new old current former previous latest present one real only main".split())
+
+
 _DECIDE = frozenset("decide agree choose settle opt pick commit".split())
-
-
-@dataclass
-class Entity:
-    """A subject as a claim holds it: its key, how to show it, and whether it is a person."""
-
-    key: str | None
-    display: str
-    person: bool = False
-
-
-USER = Entity("user", "the user", True)
-TEAM = Entity("team", "the team", True)
-
-
-@dataclass
-class Mentions:
-    """Third-party entities mentioned so far in a turn, newest last, for resolving he / she / it / they."""
-
-    seen: list[Entity] = field(default_factory=list)
-
-    def add(self, entity: Entity) -> None:
-        if entity.key and entity.key not in ("user", "team"):
-            self.seen = [e for e in self.seen if e.key != entity.key] + [entity]
-
-    def resolve(self, pronoun: str) -> Entity | None:
-        """Return the newest entity of the pronoun's kind (person / thing), else the newest of any kind."""
-        want = _THIRD.get(pronoun.lower())
-        for e in reversed(self.seen):
-            if want == "any" or (want == "person") == e.person:
-                return e
-        return self.seen[-1] if self.seen else None
-
-
-def _phrase(tokens: list[Token]) -> str:
-    """Return the text of tokens as written: contiguous runs keep the source's own spacing."""
-    if not tokens:
-        return ""
-    toks = sorted(tokens, key=lambda t: t.i)
-    out = toks[0].text
-    for prev, t in zip(toks, toks[1:], strict=False):
-        out += (prev.whitespace_ if t.i == prev.i + 1 else " ") + t.text
-    return out.strip()
-
-
-def _number_after(tok: Token) -> list[Token]:
-    """Return the bare number right after a noun ("Flat 2", "room 216"), which names it whatever the parse says."""
-    doc = tok.doc
-    if tok.i + 1 < len(doc):
-        nxt = doc[tok.i + 1]
-        after = doc[nxt.i + 1] if nxt.i + 1 < len(doc) else None
-        # Whatever the entity tagger thinks of "Ticket 31", a number right after a noun names it; only a
-        # month ("May 31"), a money sign or a unit after the number ("31 days") makes it something else.
-        if nxt.like_num and tok.pos_ in ("NOUN", "PROPN") and value_type(tok.text) not in ("date", "money") \
-                and nxt.ent_type_ not in ("MONEY", "PERCENT") and not (
-                after is not None and after.lower_ in ("am", "pm", "%", "days", "weeks", "months", "years", "hours",
-                                                       "minutes", "kg", "km", "euros", "dollars", "pounds")):
-            return [nxt]
-    return []
-
-
-def _modifiers(head: Token) -> list[Token]:
-    """Return the noun's own modifiers that belong to its name (compounds, adjectives), in order."""
-    mods = [c for c in head.children if c.dep_ in ("compound", "amod", "nmod") and c.i < head.i]
-    out: list[Token] = []
-    for m in mods:
-        out.extend(t for t in subtree(m) if t.dep_ not in ("det", "poss", "case") and not t.is_punct)
-    return sorted(out, key=lambda t: t.i)
-
-
-def name_of(noun: Token) -> Token | None:
-    """Return the proper name given to a common noun in passing: "my sister Ana", "my mechanic Gary".
-
-    An appositive or trailing compound name, or (a frequent misparse) a proper noun right after
-    the noun holding the same role in the clause.
-    """
-    if noun.pos_ != "NOUN":
-        return None
-    found = next((c for c in noun.children if c.dep_ in ("appos", "compound") and c.pos_ == "PROPN" and c.i > noun.i),
-                 None)
-    if found is None and noun.i + 1 < len(noun.doc):
-        nxt = noun.doc[noun.i + 1]
-        if nxt.pos_ == "PROPN" and nxt.dep_ == noun.dep_ and nxt.head.i == noun.head.i:
-            found = nxt
-    return found
-
-
-def _is_person(tok: Token) -> bool:
-    return tok.ent_type_ == "PERSON" or tok.lower_ in _THIRD and _THIRD[tok.lower_] == "person"
-
-
-def entity_of(tok: Token, mentions: Mentions) -> Entity:
-    """Return the entity a noun phrase headed by `tok` names (see the module docstring).
-
-    A coordination that includes the speaker ("my partner and I") is about the user.
-    """
-    low = tok.lower_
-    if tok.dep_ in ("nsubj", "nsubjpass") and any(k.dep_ == "conj" and k.lower_ in ("i", "me") for k in tok.children):
-        return USER
-    if IDENTIFIER.fullmatch(tok.text):
-        return Entity(tok.text.upper(), tok.text.upper())
-    if tok.pos_ == "PRON" or low in _FIRST_SINGULAR | _FIRST_PLURAL:
-        if low in _FIRST_SINGULAR:
-            return USER
-        if low in _FIRST_PLURAL:
-            return TEAM
-        found = mentions.resolve(low) if low in _THIRD else None
-        return found or Entity(None, tok.text)
-    ident = next((t for t in [tok, *tok.children] if IDENTIFIER.fullmatch(t.text)), None) or next(
-        (t for t in subtree(tok) if IDENTIFIER.fullmatch(t.text) and t.head.i == tok.i or
-         IDENTIFIER.fullmatch(t.text) and t.dep_ in ("appos", "nummod", "npadvmod")), None)
-    if ident is not None:
-        return Entity(ident.text.upper(), ident.text.upper())
-    poss = next((c for c in tok.children if c.dep_ == "poss"), None)
-    words = [*_modifiers(tok), tok]
-    if poss is not None:
-        owner = entity_of(poss, mentions)
-        own = _phrase(words).lower()
-        if owner.key is None:
-            return Entity(None, f"{owner.display} {own}")
-        return Entity(f"{owner.key}'s {own}", f"{owner.display}'s {own}", _looks_human(tok))
-    if tok.pos_ == "PROPN":
-        names = [t for t in subtree(tok) if t.pos_ == "PROPN" or t.dep_ in ("compound", "flat") or t.lower_ == "&"]
-        amp = any(t.lower_ == "&" for t in names)
-        # "Pelham & Rook" is one name; "Tom and Ana" are two people.
-        names = [t for t in names if t.i <= tok.i + 3 and (t.dep_ not in ("appos", "conj") or amp and t.dep_ == "conj")]
-        names += [n for n in _number_after(max(names, key=lambda t: t.i) if names else tok) if n not in names]
-        shown = _phrase(sorted(names, key=lambda t: t.i)) or tok.text
-        return Entity(canonical_subject(shown), shown, _is_person(tok))
-    anchor = next((p for p in tok.children if p.dep_ == "prep" and p.lower_ in ("in", "at", "of", "for", "on") and any(
-        x.dep_ == "pobj" and x.ent_type_ not in ("DATE", "TIME") and (x.pos_ == "PROPN" or any(
-            ch.isdigit() for ch in x.text) or any(y.like_num for y in x.children)) for x in p.children)), None)
-    if anchor is not None:
-        # "the tenant in Flat 2": a noun anchored to a named or numbered thing keeps the anchor in its key.
-        inside = [x for x in subtree(anchor) if x.i != anchor.i and x.dep_ != "det"]
-        words = [*words, anchor, *inside, *_number_after(max(inside, key=lambda t: t.i))]
-    else:
-        words = [*words, *_number_after(tok)]
-    shown = _phrase([t for t in words if t.dep_ != "det"])
-    article = any(c.dep_ == "det" for c in tok.children) and not shown[:1].isupper()
-    return Entity(canonical_subject(shown), f"the {shown}" if article else shown, _looks_human(tok))
-
-
-def _looks_human(tok: Token) -> bool:
-    """Return True for a noun the parser's entity types or a person's relations mark as a person."""
-    return tok.ent_type_ == "PERSON" or any(c.dep_ == "appos" and c.ent_type_ == "PERSON" for c in tok.children)
-
-
-def attribute_of(tok: Token, mentions: Mentions) -> tuple[Entity, list[Token]] | None:
-    """Return (owner, slot words) when the noun phrase names an attribute of something, else None.
-
-    "my personal email" -> (user, [personal, email]); "KT-40's warranty" -> (KT-40, [warranty]);
-    "the warranty period for model KT-40" -> (KT-40, [warranty, period]).
-    """
-    if tok.pos_ not in ("NOUN",) or IDENTIFIER.fullmatch(tok.text):
-        return None
-    poss = next((c for c in tok.children if c.dep_ == "poss"), None)
-    words = [t for t in [*_modifiers(tok), tok] if not IDENTIFIER.fullmatch(t.text) and t.pos_ != "PROPN"]
-    if poss is not None:
-        return entity_of(poss, mentions), words
-    for prep in (c for c in tok.children if c.dep_ == "prep" and c.lower_ in ("of", "for", "on")):
-        pobj = next((x for x in prep.children if x.dep_ == "pobj"), None)
-        if pobj is not None:
-            # "the warranty period for model ZR-9": an identifier after the preposition's noun names it.
-            ident = next((x for x in tok.children if x.dep_ == "appos" and IDENTIFIER.fullmatch(x.text)), None)
-            return (entity_of(ident, mentions) if ident is not None else entity_of(pobj, mentions)), words
-    named = [c for c in tok.children if c.dep_ in ("compound", "nummod") and IDENTIFIER.fullmatch(c.text)]
-    if named:
-        return entity_of(named[-1], mentions), [w for w in words if w.i not in {n.i for n in named}]
-    owned = [c for c in tok.children if c.dep_ == "compound" and c.i < tok.i]
-    definite = any(c.dep_ == "det" and c.lower_ in ("the", "this", "that") for c in tok.children)
-    if owned and definite and lexicon.slot_table().get(tok.lemma_.lower()) is not None:
-        # "the wifi password", "the budget review deadline": a known attribute noun after what it belongs to.
-        thing = [t for c in owned for t in subtree(c)]
-        shown = _phrase(thing)
-        return Entity(canonical_subject(shown), f"the {shown}"), [tok]
-    return None
-
-
-def slot_words_key(words: list[Token]) -> str:
-    return " ".join(w.lemma_.lower() if w.pos_ in ("NOUN", "VERB") else w.lower_ for w in words).strip()
-
-
-def canonical_slot(phrase: str, vtype: str, *, relation: bool) -> tuple[str, bool, str | None]:
-    """Return (slot, single-valued, category or None) for a lemmatised slot phrase and the value's type."""
-    table = lexicon.slot_table()
-    info = table.get(f"v:{phrase}" if relation else phrase)
-    # A proper name after "live in" / "move to" is a place even when the parser's entity types miss it.
-    if info is not None and info.needs not in ("*", vtype) and not (
-            info.needs == "place" and vtype == "name" or info.needs == "org" and vtype in ("name", "place")):
-        info = None
-    if info is not None:
-        return info.slot, info.single, info.category
-    snake = re.sub(r"[^\w]+", "_", phrase.lower()).strip("_")
-    head = phrase.split()[-1] if phrase else ""
-    head_info = table.get(head) if not relation else None
-    if head_info is not None and head_info.needs == "*":
-        return snake, head_info.single, head_info.category
-    multi = lexicon.multi_slots()
-    if relation:
-        return snake, False, None
-    return snake, head not in multi and snake not in multi, None
-
-
-def known_relation(phrase: str) -> bool:
-    """Return True when the slot table names a canonical slot for a verb relation ("live_in")."""
-    return f"v:{phrase}" in lexicon.slot_table()
 
 
 def _value_text(tokens: list[Token]) -> str:
@@ -280,7 +99,7 @@ def _value_text(tokens: list[Token]) -> str:
         toks.pop(0)
     while toks and (toks[-1].is_punct or toks[-1].lower_ in ("now", "anymore", "again", "too")):
         toks.pop()
-    return _phrase(toks)
+    return span_text(toks)
 
 
 @dataclass
@@ -320,31 +139,31 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         owner = next((x for p in c.verb.children if p.dep_ == "prep" and p.lower_ in ("for", "of", "on")
                       for x in p.children if x.dep_ == "pobj"), None)
         if owner is not None:
-            owner_slot = (entity_of(owner, mentions), [*_modifiers(thing), thing])
+            owner_slot = (entity_of(owner, mentions), [*modifiers(thing), thing])
     if thing is not None and c.verb.lemma_ == "have" and not c.change:
         # "part QX-5 has a lead time of 14 days": the object names the attribute, "of" carries the value.
         obj = next((k for k in c.verb.children if k.dep_ == "dobj"), None)
         of = next((k for k in obj.children if k.dep_ == "prep" and k.lower_ == "of"), None) if obj is not None else None
         pobj = next((k for k in of.children if k.dep_ == "pobj"), None) if of is not None else None
         if pobj is not None:
-            owner_slot = (entity_of(thing, mentions), [t for t in [*_modifiers(obj), obj] if t.pos_ != "PROPN"])
+            owner_slot = (entity_of(thing, mentions), [t for t in [*modifiers(obj), obj] if t.pos_ != "PROPN"])
             value_tokens = subtree(pobj)
             vtype = value_type(c.verb.doc[value_tokens[0].i:value_tokens[-1].i + 1])
     inverted = _inverted(c, mentions)
     if inverted is not None:
         owner_slot, value_tokens = inverted
         vtype = value_type(c.verb.doc[value_tokens[0].i:value_tokens[-1].i + 1])
-    if owner_slot is None and inverted is None and c.copula and thing is not None and _role(thing):
+    if owner_slot is None and inverted is None and c.copula and thing is not None and role_noun(thing):
         # "The team lead is X" said in a team's chat is our team lead.
         owner_slot = (TEAM, [thing])
-    elif owner_slot is None and inverted is None and thing is not None and (c.copula or c.change) and _bare(thing):
+    elif owner_slot is None and inverted is None and thing is not None and (c.copula or c.change) and bare_attribute(thing):
         # "The deadline moved to the 10th": the deadline of whatever the turn was just about.
         own = entity_of(thing, mentions).key
         owner = next((e for e in reversed(mentions.seen) if e.key != own), None)
         owner_slot = (owner or Entity(None, ""), [thing])
     if owner_slot is not None:
         subj_entity, slot_tokens = owner_slot
-        slot_tokens = [t for t in slot_tokens if t.lower_ not in _NOT_KIND] or slot_tokens
+        slot_tokens = [t for t in slot_tokens if t.lower_ not in NOT_KIND] or slot_tokens
         phrase = slot_words_key(slot_tokens)
     else:
         subj_entity = entity_of(thing, mentions) if thing is not None else (USER if c.imperative else Entity(None, ""))
@@ -361,7 +180,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
             phrase = TYPED_SLOTS.get(vtype, c.verb.lemma_)
         else:
             relation = True
-            phrase = _relation(c, vtype)
+            phrase = relation_phrase(c, vtype)
             value_tokens = c.value
             vtype = value_type(c.verb.doc[value_tokens[0].i:value_tokens[-1].i + 1]) if value_tokens else "none"
     value_tokens = value_tokens if inverted is not None or (owner_slot is not None and c.verb.lemma_ == "have") \
@@ -371,7 +190,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         value_tokens = [t for t in subtree(c.relative_of) if t.dep_ not in ("relcl", "punct") and not any(
             a.dep_ == "relcl" for a in t.ancestors if a.i > c.relative_of.i - 1 and a is not c.relative_of)]
         value_tokens = [t for t in value_tokens if t.i <= c.relative_of.i]
-    counted = _noun_number(value_tokens)
+    counted = noun_number(value_tokens)
     if counted is not None and owner_slot is None and (relation or phrase in ("is_a", "is")):
         # "takes a size 34", "is a size 29": the noun names the slot, the number is the value.
         noun, value_tokens = counted
@@ -402,7 +221,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         slot, single, table_category = "preferred_name", True, "preference"
     if subj_entity.key is None and not value_tokens:
         return []
-    replace = _resolved_pronouns(c, mentions)
+    replace = resolved_pronouns(c, mentions)
     tokens = c.tokens
     if c.relative_of is not None:
         tokens, replace = _relative(c, mentions, replace)
@@ -466,7 +285,7 @@ class _Frame:
             if iso:
                 meta["raw_date"], value = raw, iso
         if c.when:
-            meta["when"] = _phrase(c.when)
+            meta["when"] = span_text(c.when)
         if c.change:
             meta["change_cue"] = True
         if c.aspect:
@@ -492,7 +311,7 @@ class _Frame:
             record_id=entity.key if entity.key and IDENTIFIER.fullmatch(entity.key) else None,
             references=tuple(sorted({m.group(0).upper() for m in IDENTIFIER.finditer(text)} - {entity.key or ""})),
             importance=BASE_IMPORTANCE[self.category], single_valued=single and not c.negated, negated=c.negated,
-            old_value=old, cause=_phrase(c.cause) or None, meta=meta)
+            old_value=old, cause=span_text(c.cause) or None, meta=meta)
         ids = {t.i for t in value_tokens}
         head = next((t for t in value_tokens if t.head.i not in ids), None)
         if head is not None:
@@ -559,30 +378,8 @@ def _inverted(c: Clause, mentions: Mentions) -> tuple[tuple[Entity, list[Token]]
     if found is None:
         return None
     owner, words = found
-    return (owner, [w for w in words if w.lower_ not in _NOT_KIND] or words), \
+    return (owner, [w for w in words if w.lower_ not in NOT_KIND] or words), \
         [t for t in subtree(c.subject) if t.dep_ != "det"]
-
-
-def _bare(tok: Token) -> bool:
-    """Return True for "the <attribute noun>" with nothing saying whose ("the deadline", "the price")."""
-    info = lexicon.slot_table().get(tok.lemma_.lower())
-    return (tok.pos_ == "NOUN" and info is not None and info.category != "role"
-            and not any(c.dep_ in ("poss", "compound", "prep", "amod", "nummod") for c in tok.children))
-
-
-def _role(tok: Token) -> bool:
-    """Return True for a bare "the <role>" whose name the slot table lists with the category "role"."""
-    info = lexicon.slot_table().get(slot_words_key([*_modifiers(tok), tok]))
-    return info is not None and info.category == "role" and not any(
-        c.dep_ == "poss" or c.dep_ == "prep" for c in tok.children)
-
-
-def _noun_number(value: list[Token]) -> tuple[Token, list[Token]] | None:
-    """Return (noun, number tokens) for a value that is a noun named by a number ("a size 34"), else None."""
-    toks = [t for t in value if t.dep_ != "det"]
-    if len(toks) == 2 and toks[0].pos_ == "NOUN" and toks[1].like_num:
-        return toks[0], [toks[1]]
-    return None
 
 
 def _about(c: Clause, subject: Entity, mentions: Mentions) -> list[str]:
@@ -645,7 +442,7 @@ def _second_relations(c: Clause, frame: _Frame, tokens: list[Token], replace: di
         pobj = next((x for x in p.children if x.dep_ == "pobj"), None)
         if pobj is None or value_type(pobj.doc[pobj.left_edge.i:pobj.right_edge.i + 1]) != "date":
             continue
-        iso, _ = parse_date(_phrase(subtree(pobj)), frame.now)
+        iso, _ = parse_date(span_text(subtree(pobj)), frame.now)
         if p.lower_ == "by":
             # "submit the tax forms by April 30", "must be signed by the end of the month": a deadline.
             owner = entity_of(obj, Mentions()) if obj is not None else frame.entity
@@ -688,51 +485,8 @@ def _named_objects(value: list[Token], entity: Entity, source: str) -> list[Buil
             if name is None or t.head.pos_ != "NOUN":
                 continue
             owned = Entity(f"{entity.key}'s {t.head.lemma_.lower()}", f"{entity.display}'s {t.head.lemma_.lower()}")
-            out.extend(_appositive_names(None, owned, source, name=_phrase(subtree(name))))
+            out.extend(_appositive_names(None, owned, source, name=span_text(subtree(name))))
     return out
-
-
-def _resolved_pronouns(c: Clause, mentions: Mentions) -> dict[int, str]:
-    """Return {token index: what it stands for} for the clause's third-person pronouns the turn resolves."""
-    out: dict[int, str] = {}
-    named: set[str] = set()
-    if c.subject is not None and c.subject.pos_ != "PRON":
-        named.add(entity_of(c.subject, mentions).key or "")
-    for t in c.tokens:
-        low = t.lower_
-        if t.pos_ != "PRON" or low not in _THIRD or low in ("this", "that", "it") and t.dep_ not in ("nsubj", "poss"):
-            continue
-        found = mentions.resolve(low)
-        if found is None or not found.key or found.key in named:
-            # A second pronoun for an entity already named in the clause stays a pronoun ("X put his rate up").
-            continue
-        named.add(found.key)
-        shown = found.display
-        if t.dep_ == "poss" or low in ("his", "its", "their", "hers"):
-            shown = shown + ("'" if shown.endswith("s") else "'s")
-        out[t.i] = shown
-    return out
-
-
-def _relation(c: Clause, vtype: str) -> str:
-    """Return the relation phrase of a verb clause: lemma, particle and the preposition carrying the value."""
-    parts = ["have" if c.have_got else c.verb.lemma_.lower()]
-    if c.particle:
-        parts.append(c.particle)
-    if c.prep and c.prep not in ("to",) or (c.prep == "to" and not c.change):
-        parts.append(c.prep)
-    elif c.prep == "to" and c.change:
-        parts.append("to")
-    phrase = "_".join(p for p in parts if p)
-    if not known_relation(phrase):
-        # "rent a flat in Cork": a place inside the object, under a preposition the table knows for this verb.
-        for t in c.value:
-            if t.dep_ == "prep" and known_relation(f"{parts[0]}_{t.lower_}"):
-                pobj = next((x for x in t.children if x.dep_ == "pobj"), None)
-                if pobj is not None and value_type(t.doc[pobj.left_edge.i:pobj.right_edge.i + 1]) == "place":
-                    c.value = subtree(pobj)
-                    return f"{parts[0]}_{t.lower_}"
-    return phrase
 
 
 def _category(c: Clause, slot: str, entity: Entity, table_category: str | None, vtype: str) -> str:
@@ -797,7 +551,7 @@ def _appositive_names(thing: Token | None, entity: Entity, source: str, name: st
         found = name_of(thing) if thing is not None else None
         if found is None:
             return []
-        name = _phrase([t for t in subtree(found) if t.pos_ == "PROPN"] or [found])
+        name = span_text([t for t in subtree(found) if t.pos_ == "PROPN"] or [found])
     value = name
     text = f"{entity.display[0].upper()}{entity.display[1:]}'s name is {value}."
     meta = {"source_text": source, "extractor": EXTRACTOR, "slot_phrase": "name", "value_type": "name",

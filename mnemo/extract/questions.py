@@ -6,7 +6,7 @@
 Recall uses this to decide whether a packed memory answers the question (same entity, aligned
 slot) rather than only sharing words with it: "What is the name of Lena's dog?" is not answered
 by "Lena's name is Ana", and "the user's mother" is not "the user's mother-in-law". The reading is
-the extractor's own (`claims.attribute_of`, `claims.entity_of`, the slot table), so a question
+the extractor's own (`entities.attribute_of`, `entities.entity_of`, the slot table), so a question
 and a memory meet on the same keys.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 from .. import lexicon
 from ..match import hard
 from ..normalise import canonical_subject
-from . import claims
+from . import entities, slots
 from .parser import parse_one
 
 # What a question word asks for.
@@ -78,7 +78,7 @@ def _ask_one(question: str) -> Ask:
     doc = parse_one(question.strip())
     if not len(doc) or all(t.is_punct or t.is_space for t in doc):
         return Ask(question)
-    mentions = claims.Mentions()
+    mentions = entities.Mentions()
     wh = next((t for t in doc if t.tag_ in ("WDT", "WP", "WP$", "WRB")), None)
     wants = None
     asked_noun = None
@@ -93,12 +93,12 @@ def _ask_one(question: str) -> Ask:
             asked_noun = wh.head
         elif low in ("which", "what") and wh.i + 1 < len(doc) and doc[wh.i + 1].pos_ == "NOUN":
             asked_noun = doc[wh.i + 1]
-    subject, slot_words, entities = None, None, []
+    subject, slot_words, keys = None, None, []
     repaired = _verb_read_as_noun(doc, mentions)
     if repaired is not None:
         # "When does the user's home insurance renew?": the small model reads "renew" as a noun.
         subject, verb_lemma = repaired
-        entities.append(subject)
+        keys.append(subject)
         slot, phrase = _relation_slot(doc, wants, lemma=verb_lemma)
         return Ask(question, subject=subject, slot=slot, slot_phrase=phrase or verb_lemma, wants=wants,
                    entities=(subject,), names=tuple(e for e in (subject,) if hard(e)))
@@ -121,14 +121,14 @@ def _ask_one(question: str) -> Ask:
         has_of = any(c.dep_ == "prep" and c.lower_ == "of" for c in t.children)
         # "the user's home": a noun the slot table knows names an attribute wherever it stands.
         known = t.pos_ == "NOUN" and lexicon.slot_table().get(t.lemma_.lower()) is not None
-        found = claims.attribute_of(t, mentions) if asks_attribute or has_of or known else None
+        found = entities.attribute_of(t, mentions) if asks_attribute or has_of or known else None
         if found is not None and subject is None and found[0].key:
             subject, slot_words = found[0].key, found[1]
-            entities.append(found[0].key)
+            keys.append(found[0].key)
             continue
-        entity = claims.entity_of(t, mentions)
+        entity = entities.entity_of(t, mentions)
         if entity.key:
-            entities.append(entity.key)
+            keys.append(entity.key)
             if subject is None and t.dep_ in ("nsubj", "nsubjpass", "poss") or subject is None and not any(
                     n.dep_ in ("nsubj", "nsubjpass") for n in nouns):
                 subject = entity.key
@@ -136,30 +136,30 @@ def _ask_one(question: str) -> Ask:
                   and (asked_noun is None or t.i != asked_noun.i)), None)
     if wants in ("place", "date", "time") and thing is not None and root.lemma_ not in ("be", "have"):
         # "Where does the lab keep its primers?" asks about the primers, not the lab.
-        found = claims.entity_of(thing, mentions)
-        key = found.key or canonical_subject(claims._phrase([*claims._modifiers(thing), thing]))
+        found = entities.entity_of(thing, mentions)
+        key = found.key or canonical_subject(entities.span_text([*entities.modifiers(thing), thing]))
         if key:
             subject = key
-            entities.append(key)
-    if subject is None and entities:
-        subject = entities[0]
+            keys.append(key)
+    if subject is None and keys:
+        subject = keys[0]
     slot, phrase = None, None
     related = _relation_slot(doc, wants)
     if asked_noun is not None:
-        slot_words = [*claims._modifiers(asked_noun), asked_noun]
+        slot_words = [*entities.modifiers(asked_noun), asked_noun]
     if related[0] is not None and related[0] != (related[1] or "").replace(" ", "_") and not (
             slot_words and asks_attribute):
         # A verb or adjective the slot table knows ("live in", "allergic to") names the slot better than the
         # type of thing asked for ("which medicine").
         slot, phrase = related
     elif slot_words:
-        phrase = claims.slot_words_key(slot_words)
-        slot = claims.canonical_slot(phrase, wants or "*", relation=False)[0]
+        phrase = slots.slot_words_key(slot_words)
+        slot = slots.canonical_slot(phrase, wants or "*", relation=False)[0]
     else:
         slot, phrase = _relation_slot(doc, wants)
-    names = _names(doc) + [e for e in entities if e and hard(e) and not any(e in n for n in _names(doc))]
+    names = _names(doc) + [e for e in keys if e and hard(e) and not any(e in n for n in _names(doc))]
     return Ask(question, subject=_canonical(subject), slot=slot, slot_phrase=phrase, wants=wants,
-               entities=tuple(dict.fromkeys(e for e in entities if e)), names=tuple(dict.fromkeys(names)))
+               entities=tuple(dict.fromkeys(e for e in keys if e)), names=tuple(dict.fromkeys(names)))
 
 
 def _names(doc: Any) -> list[str]:
@@ -175,7 +175,7 @@ def _names(doc: Any) -> list[str]:
     return [n for n in out if n not in _SELF and n != "user"]
 
 
-def _verb_read_as_noun(doc: Any, mentions: claims.Mentions) -> tuple[str, str] | None:
+def _verb_read_as_noun(doc: Any, mentions: entities.Mentions) -> tuple[str, str] | None:
     """Return (subject key, verb) for "wh do NP V?" parsed with V as the head noun of NP, else None."""
     root = doc[:].root
     words = [t for t in doc if not t.is_punct]
@@ -185,21 +185,21 @@ def _verb_read_as_noun(doc: Any, mentions: claims.Mentions) -> tuple[str, str] |
     if not any(c.dep_ in ("compound", "poss") for c in head.children):
         return None
     poss = next((c for c in head.children if c.dep_ == "poss"), None)
-    mods = [t for t in claims._modifiers(head)]
+    mods = [t for t in entities.modifiers(head)]
     thing = " ".join(t.text.lower() for t in mods) if mods else None
     if thing is None:
         return None
-    owner = claims.entity_of(poss, mentions).key if poss is not None else None
+    owner = entities.entity_of(poss, mentions).key if poss is not None else None
     return (f"{owner}'s {thing}" if owner else canonical_subject(thing)), head.lemma_.lower()
 
 
-def _called(doc: Any, mentions: claims.Mentions) -> str | None:
+def _called(doc: Any, mentions: entities.Mentions) -> str | None:
     """Return the entity a "what is X called / named?" question asks the name of, else None."""
     root = doc[:].root
     if root.lemma_ not in ("call", "name") or not any(c.dep_ in ("auxpass",) or c.lemma_ == "be" for c in root.children):
         return None
     subj = next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass")), None)
-    return claims.entity_of(subj, mentions).key if subj is not None else None
+    return entities.entity_of(subj, mentions).key if subj is not None else None
 
 
 def _relation_slot(doc: Any, wants: str | None, lemma: str | None = None) -> tuple[str | None, str | None]:
@@ -212,16 +212,16 @@ def _relation_slot(doc: Any, wants: str | None, lemma: str | None = None) -> tup
         # "allergic to": the adjective and its preposition name the relation.
         prep = next((c.lower_ for c in [*adjective.children, *verb.children] if c.dep_ == "prep"), None)
         phrase = f"{adjective.lemma_.lower()}_{prep}" if prep else adjective.lemma_.lower()
-        if claims.known_relation(phrase):
-            return claims.canonical_slot(phrase, "*", relation=True)[0], phrase
+        if slots.known_relation(phrase):
+            return slots.canonical_slot(phrase, "*", relation=True)[0], phrase
     if lemma is not None or verb.lemma_ not in ("be", "do", "have") and not verb.is_punct:
         prep = next((c.lower_ for c in verb.children if c.dep_ == "prep"), None) if lemma is None else None
         lemma = lemma or verb.lemma_.lower()
         tries = [f"{lemma}_{prep}"] if prep else [f"{lemma}_{p}" for p in ("in", "at", "to", "for", "as")]
         for phrase in [*tries, lemma]:
-            if claims.known_relation(phrase):
+            if slots.known_relation(phrase):
                 vtype = "place" if wants == "place" else "*"
-                slot = claims.canonical_slot(phrase, vtype, relation=True)[0]
+                slot = slots.canonical_slot(phrase, vtype, relation=True)[0]
                 if slot != phrase or vtype == "*":
                     return slot, phrase
     # A multiword attribute name anywhere in the question ("do for a living", "line of work").

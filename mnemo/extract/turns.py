@@ -37,7 +37,9 @@ from ..config import WriteConfig
 from ..model import Candidate, Turn
 from ..normalise import canonical_attribute, canonical_subject, chitchat, content_tokens, sentences
 from . import claims as claims_mod
-from .clauses import analyse, heads, subtree
+from . import entities, slots
+from .clauses import analyse, heads
+from .commands import POINTER, command_verb, forget_request, target
 from .parser import parse
 from .render import render
 from .values import marks
@@ -56,7 +58,6 @@ _HEDGE = re.compile(r"\b(?:maybe|perhaps|probably|i think|i guess|not sure|might
 _SPEAKER = re.compile(r"^\s*(?P<who>[A-Z][\w .'-]{0,40}?)\s*:\s+(?P<text>\S.*)$")
 _ASSISTANT = frozenset({"assistant", "ai", "bot", "agent", "system", "mnemo", "model", "gpt", "claude", "qwen"})
 _USER_SPEAKERS = frozenset({"user", "me", "human", "customer", "client", "you"})
-_POINTER = frozenset({"this", "that", "it", "these", "those"})
 _SOCIAL = frozenset("wow awesome amazing great cool nice glad happy sound sounds congratulations congrats luck "
                     "proud wonderful fantastic thank thanks hope soon fun sweet lovely super totally definitely "
                     "absolutely bye hey hi hello yeah sure exactly agree true sorry hear love appreciate cheers "
@@ -72,7 +73,7 @@ class TurnState:
     context: list[Turn]
     cfg: WriteConfig
     commands: bool
-    mentions: claims_mod.Mentions = field(default_factory=claims_mod.Mentions)
+    mentions: entities.Mentions = field(default_factory=entities.Mentions)
     said: list[list[Candidate]] = field(default_factory=list)  # the claims of each statement, in order
 
 
@@ -186,174 +187,6 @@ def finalise(c: Candidate, cfg: WriteConfig, *, emphasis: bool, hedge: bool, pin
     return replace(c, importance=round(min(1.0, max(0.0, imp)), 3), pinned=c.pinned or pinned, meta=meta)
 
 
-def _command_verb(sent: Any) -> tuple[str, Any] | None:
-    """Return ("forget" | "remember", the verb) when the sentence asks the assistant to drop or keep something.
-
-    The request's verb is the sentence's first verb when it has no subject but "you" (an
-    imperative, with "please", "can you", "don't" before it), or the verb a "want / need you to"
-    governs. A removal verb asks to forget; a keep verb asks to remember, or to forget when negated.
-    """
-    verbs = [t for t in sent if t.pos_ in ("VERB", "AUX") and t.dep_ not in ("aux", "auxpass")]
-    if not verbs:
-        return None
-    root = sent.root if sent.root.pos_ in ("VERB", "AUX") else verbs[0]
-    first = verbs[0]
-    candidates = [first] if first.i != root.i else []
-    candidates.append(root)
-    for c in root.children:
-        if c.dep_ in ("xcomp", "ccomp") and root.lemma_ in ("want", "need", "like", "would", "ask"):
-            candidates.insert(0, c)
-    for verb in candidates:
-        found = _as_command(verb)
-        if found is not None:
-            return found
-    return None
-
-
-def _names_memory(verb: Any) -> bool:
-    """Return True when "delete / remove / wipe X" is about what the assistant holds, not about files.
-
-    The object is the speaker's ("my phone number"), a stored statement ("that", "the bit about
-    X"), or the request says where from ("from your notes / memory").
-    """
-    for t in subtree(verb):
-        if t.i == verb.i:
-            continue
-        low = t.lower_
-        if low in ("my", "me", "mine", "our", "us", "i") or low in _POINTER and t.head.i == verb.i:
-            return True
-        if low in ("memory", "memories", "notes", "records") and any(a.lower_ == "from" for a in t.ancestors):
-            return True
-        if t.lemma_.lower() in lexicon.words("container_nouns") and t.head.i == verb.i:
-            return True
-    return False
-
-
-def _as_command(verb: Any) -> tuple[str, Any] | None:
-    subj = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None)
-    if not (subj is None or subj.lower_ == "you") or verb.tag_ not in ("VB", "VBP"):
-        return None
-    negated = any(c.dep_ == "neg" for c in verb.children)
-    lemma = verb.lemma_.lower()
-    if lemma in lexicon.words("removal_verbs") and negated:
-        # "Don't forget that I'm allergic to shellfish" asks to remember.
-        return "remember", verb
-    if lemma in lexicon.words("removal_verbs") and (lemma in ("forget", "unlearn") or _names_memory(verb)):
-        return "forget", verb
-    if lemma in ("stop",) and any(c.dep_ == "xcomp" and c.lemma_ in lexicon.words("retention_verbs")
-                                  for c in verb.children):
-        return "forget", verb
-    if lemma in lexicon.words("retention_verbs"):
-        return ("forget" if negated else "remember"), verb
-    if lemma == "make" and any(c.lower_ == "note" for c in verb.children):
-        return "remember", verb
-    return None
-
-
-def _target(verb: Any) -> tuple[list[Any], str | None]:
-    """Return the tokens naming what a forget / remember request is about, and a qualifier (old / new).
-
-    "Forget what I said about Tom" is about Tom; "forget the lead time for IC-MC-44" keeps the
-    preposition the parse hung on the verb.
-    """
-    said = next((c for c in verb.children if c.dep_ == "ccomp" and c.lemma_ in ("say", "tell", "mention", "write")),
-                None)
-    about = next((c for c in said.children if c.dep_ == "prep" and c.lower_ in ("about", "regarding", "on")),
-                 None) if said is not None else None
-    if about is not None:
-        pobj = next((c for c in about.children if c.dep_ == "pobj"), None)
-        if pobj is not None:
-            return subtree(pobj), None
-    found, qual = _target_np(verb)
-    extra = [p for p in verb.children if p.dep_ == "prep" and p.lower_ in ("for", "of", "on") and found
-             and found[0].dep_ != "ccomp" and p.i > max(t.i for t in found)
-             and any(x.dep_ == "pobj" and x.pos_ in ("NOUN", "PROPN") for x in p.children)]
-    if extra:
-        found = sorted([*found, *subtree(extra[0])], key=lambda t: t.i)
-    return found, qual
-
-
-def _target_np(verb: Any) -> tuple[list[Any], str | None]:
-    obj = next((c for c in verb.children if c.dep_ in ("dobj", "ccomp", "xcomp", "attr", "oprd")), None) or next(
-        (c for c in verb.children if c.i > verb.i and c.pos_ in ("NOUN", "PROPN")
-         and c.dep_ in ("npadvmod", "dep", "appos", "nmod", "nsubj")), None)
-    about = next((c for c in verb.children if c.dep_ == "prep" and c.lower_ in ("about", "on", "regarding")), None)
-    if obj is None and about is None:
-        return [], None
-    if obj is not None and obj.lemma_.lower() in lexicon.words("container_nouns") | {"what", "anything", "all"}:
-        inner = next((c for c in obj.children if c.dep_ == "prep" and c.lower_ in ("about", "on", "regarding", "of")),
-                     None) or about
-        if inner is None and obj.dep_ in ("ccomp",):
-            return subtree(obj), None
-        if inner is not None:
-            pobj = next((c for c in inner.children if c.dep_ in ("pobj", "pcomp")), None)
-            if pobj is not None:
-                obj = pobj
-            elif obj.lower_ in ("everything", "all", "anything"):
-                return [obj], None
-    elif obj is None and about is not None:
-        obj = next((c for c in about.children if c.dep_ in ("pobj", "pcomp")), None)
-    if obj is None:
-        return [], None
-    toks = [t for t in subtree(obj) if not (t.dep_ == "prep" and t.lower_ == "from") and t.head.lower_ != "from"]
-    toks = [t for t in toks if not any(a.lower_ == "from" for a in t.ancestors if a.i > obj.i)]
-    qual = next((t.lower_ for t in toks if t.lower_ in ("old", "previous", "former", "current", "new")), None)
-    return toks, qual
-
-
-def _forget_candidate(target: list[Any], qualifier: str | None, source: str, st: TurnState) -> list[Candidate]:
-    """Return the forget command for the target phrase of a request."""
-    meta: dict[str, Any] = {"source_text": source, "rule": "command.forget", "extractor": claims_mod.EXTRACTOR}
-    words = [t for t in target if t.lower_ not in ("old", "previous", "former", "current", "new")]
-    low = " ".join(t.lower_ for t in words)
-    if not words or low in ("everything", "all", "anything", "all memories", "all of it", "all data") or (
-            words[0].lower_ in ("everything", "all") and all(t.lower_ in ("everything", "all", "about", "me", "my",
-                                                                       "memories", "data", "of", "you", "know")
-                                                          for t in words)):
-        meta["forget"] = {"terms": [], "qualifier": qualifier, "scope": "all"}
-        return [Candidate(text=source, category="note", command="forget", importance=1.0, single_valued=False,
-                          meta=meta)]
-    if len(words) == 1 and words[0].lower_ in _POINTER:
-        return _forget_that(source, st)
-    ids = {t.i for t in words}
-    head = next((t for t in words if t.head.i not in ids or t.head.i == t.i), words[-1])
-    subject, attribute, value = None, None, None
-    if head.pos_ in ("VERB", "AUX"):
-        # "Forget that I live in Berlin": the request names a statement; take its claim.
-        said = [b.candidate for b in claims_mod.claim(analyse(head, None, head.sent, set()), st.mentions, st.now,
-                                                       source)]
-        if said:
-            subject, attribute, value = said[0].subject, said[0].attribute, said[0].value
-            meta["slot_phrase"] = said[0].meta.get("slot_phrase")
-    owner_slot = claims_mod.attribute_of(head, st.mentions) if attribute is None else None
-    if owner_slot is None and attribute is None and head.pos_ == "NOUN":
-        owner = next((x for p in words if p.dep_ == "prep" and p.lower_ in ("for", "of", "on") and p.head.i not in ids
-                      for x in p.children if x.dep_ == "pobj"), None)
-        if owner is not None:
-            owner_slot = (claims_mod.entity_of(owner, st.mentions), [*claims_mod._modifiers(head), head])
-    if owner_slot is not None:
-        owner_slot = (owner_slot[0], [w for w in owner_slot[1] if w.lower_ not in claims_mod._NOT_KIND]
-                      or owner_slot[1])
-        owner, slot_words = owner_slot
-        subject = owner.key
-        phrase = claims_mod.slot_words_key(slot_words)
-        attribute = canonical_attribute(claims_mod.canonical_slot(phrase, "*", relation=False)[0]) if phrase else None
-        meta["slot_phrase"] = phrase
-    elif attribute is None:
-        entity = claims_mod.entity_of(head, st.mentions)
-        subject = entity.key
-    terms = sorted(content_tokens(" ".join(t.text for t in words)) - {"old", "previou", "former", "current", "new",
-                                                                       "note", "memory", "memorie", "thing"})
-    meta["forget"] = {"terms": terms, "qualifier": qualifier,
-                      "scope": subject if subject in ("user", "team") and not attribute else None}
-    # The names, numbers and identifiers the request says, wherever they stand in it ("Forget Tom").
-    meta["marks"] = sorted({t.lower_.removesuffix("'s") for t in words if t.pos_ == "PROPN" or t.like_num
-                            or any(ch.isdigit() for ch in t.text) or "@" in t.text})
-    shown = render(words)
-    return [Candidate(text=shown, kind="semantic", category="note", subject=subject, attribute=attribute, value=value,
-                      command="forget", importance=1.0, single_valued=False, meta=meta)]
-
-
 def _forget_that(source: str, st: TurnState) -> list[Candidate]:
     """Return forget commands for what "that" points at: this turn's last statement, else the latest context turn.
 
@@ -386,7 +219,7 @@ def _context_turn(st: TurnState) -> tuple[Turn | None, list[Turn]]:
 def _points_back(text: str) -> bool:
     words = re.findall(r"[a-z']+", text.lower())
     verbs = lexicon.words("removal_verbs") | lexicon.words("retention_verbs") | {"save"}
-    return bool(words) and len(words) <= 6 and any(w in verbs for w in words) and any(w in _POINTER for w in words)
+    return bool(words) and len(words) <= 6 and any(w in verbs for w in words) and any(w in POINTER for w in words)
 
 
 def _from_context(st: TurnState, source: str) -> list[Candidate]:
@@ -408,8 +241,8 @@ def _condition(sent: Any) -> str | None:
         if t.lemma_ == "change" and any(m.lower_ == "if" for m in t.children if m.dep_ == "mark"):
             subj = next((c for c in t.children if c.dep_ in ("nsubj", "nsubjpass")), None)
             if subj is not None and subj.pos_ == "NOUN":
-                words = [*claims_mod._modifiers(subj), subj]
-                return canonical_attribute(claims_mod.canonical_slot(claims_mod.slot_words_key(words), "*",
+                words = [*entities.modifiers(subj), subj]
+                return canonical_attribute(slots.canonical_slot(slots.slot_words_key(words), "*",
                                                                      relation=False)[0])
     return None
 
@@ -420,21 +253,21 @@ def _named(sent: Any, st: TurnState, before_pronouns: bool = False) -> None:
     With `before_pronouns`, only names said before the sentence's first third-person pronoun count:
     in "his name is Barnaby", "his" is not Barnaby.
     """
-    first = next((t.i for t in sent if t.pos_ == "PRON" and t.lower_ in claims_mod._THIRD), None)
+    first = next((t.i for t in sent if t.pos_ == "PRON" and t.lower_ in entities.THIRD), None)
     for t in sent:
         if before_pronouns and first is not None and t.i > first:
             break
-        named = t.i > 0 and getattr(claims_mod.name_of(sent.doc[t.i - 1]), "i", -1) == t.i
+        named = t.i > 0 and getattr(entities.name_of(sent.doc[t.i - 1]), "i", -1) == t.i
         if t.ent_type_ in ("PERSON", "ORG") and t.ent_iob_ == "B" and t.dep_ not in ("appos", "compound", "oprd") \
                 and not named:
-            st.mentions.add(claims_mod.entity_of(t, st.mentions))
+            st.mentions.add(entities.entity_of(t, st.mentions))
 
 
 def _about_memory(c: Any) -> bool:
     """Return True for a clause about the storing itself ("I'd rather that wasn't stored"), not about the world."""
     verbs = lexicon.words("retention_verbs") | lexicon.words("removal_verbs")
     return any(t.lemma_.lower() in verbs and t.pos_ == "VERB" for t in c.tokens) and any(
-        t.lower_ in _POINTER and t.pos_ == "PRON" or t.lower_ == "you" for t in c.tokens)
+        t.lower_ in POINTER and t.pos_ == "PRON" or t.lower_ == "you" for t in c.tokens)
 
 
 def _says_something(c: Any) -> bool:
@@ -487,7 +320,7 @@ def _seed_mentions(doc: Any, st: TurnState) -> None:
         for head, inherited in heads(sent):
             subj = next((c for c in head.children if c.dep_ in ("nsubj", "nsubjpass")), None) or inherited
             if subj is not None and subj.pos_ in ("NOUN", "PROPN"):
-                st.mentions.add(claims_mod.entity_of(subj, st.mentions))
+                st.mentions.add(entities.entity_of(subj, st.mentions))
 
 
 def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: WriteConfig, *,
@@ -523,19 +356,19 @@ def _sentence(sent: Any, raw: str, st: TurnState, speaker: str | None, emphasis:
     text = sent.text.strip()
     if not text or chitchat(text.rstrip(" .!?")):
         return []
-    command = _command_verb(sent) if speaker in (None, "user") else None
+    command = command_verb(sent) if speaker in (None, "user") else None
     if command is not None:
         kind, verb = command
         if kind == "forget":
             if not st.commands:
                 return []
-            return _forget_candidate(*_target(verb), raw, st)
-        target, _ = _target(verb)
-        pointer = not target or (len(target) == 1 and target[0].lower_ in _POINTER)
+            return forget_request(*target(verb), raw, st.mentions, st.now) or _forget_that(raw, st)
+        tgt, _ = target(verb)
+        pointer = not tgt or (len(tgt) == 1 and tgt[0].lower_ in POINTER)
         if pointer:
             found = _from_context(st, raw) if not any(st.said) else [c for c in st.said[-1]]
         else:
-            found = _content_of(target, raw, st, speaker) or [_note(render(target), raw, kind="semantic")]
+            found = _content_of(tgt, raw, st, speaker) or [_note(render(tgt), raw, kind="semantic")]
         return [finalise(c, st.cfg, emphasis=emphasis, hedge=False, pinned=not c.meta.get("suspicious"))
                 for c in found]
     if _is_question(sent):
@@ -558,7 +391,7 @@ def _sentence(sent: Any, raw: str, st: TurnState, speaker: str | None, emphasis:
              and (c.value or c.negated or c.category == "failure" or not (
                  c.category == "instruction" or c.meta.get("slot_phrase") in ("is", "is_a", "name")
                  or c.attribute in lexicon.slot_families() or c.attribute == "name"))
-             and (c.value or "").lower() not in _POINTER | {"them", "him",
+             and (c.value or "").lower() not in POINTER | {"them", "him",
                                                                                                    "her", "one"}]
     if not found and _informative(text):
         note = _note(sent, raw, category="event" if sent.root.tag_ == "VBD" else "note")
@@ -566,12 +399,12 @@ def _sentence(sent: Any, raw: str, st: TurnState, speaker: str | None, emphasis:
     return found
 
 
-def _content_of(target: list[Any], raw: str, st: TurnState, speaker: str | None) -> list[Candidate]:
+def _content_of(tgt: list[Any], raw: str, st: TurnState, speaker: str | None) -> list[Candidate]:
     """Return the claims of the content of a remember request ("remember that X" -> X's claims)."""
-    target = [t for t in target if not (t.dep_ == "mark" and t.lower_ in ("that", "whether"))]
-    if not target:
+    tgt = [t for t in tgt if not (t.dep_ == "mark" and t.lower_ in ("that", "whether"))]
+    if not tgt:
         return []
-    doc = parse([render(target, third=False)])[0]
+    doc = parse([render(tgt, third=False)])[0]
     out: list[Candidate] = []
     for sent in doc.sents:
         out += _statement(sent, raw, st, speaker)
@@ -592,5 +425,5 @@ def allows_forget(text: str) -> bool:
     """Return True when the turn holds an explicit forget request and nothing that looks like an injection."""
     if INJECTION.search(text):
         return False
-    return any(_command_verb(sent) is not None and _command_verb(sent)[0] == "forget"
+    return any(command_verb(sent) is not None and command_verb(sent)[0] == "forget"
                for doc in parse([s for s in sentences(text)]) for sent in doc.sents)

@@ -1,0 +1,97 @@
+"""Forget requests: exactly which memories a request names, and nothing else.
+
+    forget_actions(row, base)    # the forget actions of one forget command, or one "ignore" saying why
+
+A request names memories by entity and slot (exact before prefix before qualified before similar
+before the slot's family), by marks (every memory holding the names or numbers the request
+says: "the Calloway interview"), by all of its content words, or by cosine >= the duplicate
+threshold. "old" / "previous" spare the newest match; a request for everything, or for
+everything about the user, is refused as too broad; when nothing matches the action is "ignore"
+with reason "nothing matched" and the nearest memories as evidence, never a guess.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import lexicon, match
+from .model import Action, Candidate, MemoryRecord
+from .normalise import content_tokens, marks, stem
+
+# Words of a forget request that name no memory: "user" and "team" are in every third-person memory text.
+COMMAND_WORDS = frozenset(stem(w) for w in ("forget", "delete", "erase", "remove", "wipe", "said", "told", "about",
+                                             "everything", "anything", "all", "memory", "memories", "user", "team",
+                                             "note", "notes", "bit", "part", "detail", "information", "info"))
+
+
+def names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold: float = 2.0,
+           slot_sim: float = 0.0, slot_threshold: float = 2.0) -> str | None:
+    """Return how the forget command `c` names `m` ("entity+slot", "marks", "terms", ...), or None."""
+    spec = c.meta.get("forget") or {}
+    entity = match.entity_match(c.subject, m.subject) if c.subject else None
+    if c.attribute and (entity or not c.subject):
+        level = match.slot_match(c.attribute, m.attribute, slot_sim, slot_threshold)
+        if level is None and m.attribute in lexicon.slot_families().get(c.attribute, ()):
+            level = "family"
+        if level and (not c.value or match.holds(c.value, m.value, m.text)):
+            return f"entity+slot ({level})"
+    if c.value and (entity or not c.subject) and match.holds(c.value, m.value, m.text):
+        return "value"
+    wanted = frozenset(spec.get("marks") or c.meta.get("marks") or ())
+    if c.meta.get("rule") in ("command.forget.same_turn", "command.forget.context"):
+        # "X. Please delete that": a statement withdrawn as a whole names the memories holding its marks.
+        wanted = frozenset(w for w in marks(c.text) if any(ch.isdigit() for ch in w) or "@" in w or "." in w)
+    said = {w.strip(".,;:!?'\"()").lower().removesuffix("'s") for w in m.text.split()} | marks(m.text)
+    if wanted and wanted <= said:
+        return "marks"
+    words = content_tokens(" ".join(filter(None, [m.text, m.subject, m.value, (m.attribute or "").replace("_", " ")])))
+    if c.subject and c.subject not in ("user", "team") and not c.attribute and entity:
+        return "entity"
+    terms = (set(spec.get("terms") or ()) or content_tokens(c.text)) - COMMAND_WORDS
+    if terms and terms <= words and (not c.subject or c.subject in ("user", "team") or entity or wanted):
+        return "terms"
+    if sim >= threshold and (not c.subject or entity):
+        return "similarity"
+    return None
+
+
+def forget_actions(r: Any, base: dict[str, Any]) -> list[Action]:
+    """Return the forget actions of one forget command, or one ignore action saying why."""
+    c, a, cfg = r.c, r.active, r.cfg
+    spec = c.meta.get("forget") or {}
+    broad = spec.get("scope") == "all" or (
+        match.key(c.subject) in ("user", "team") or spec.get("scope") in ("user", "team")) and not (
+        c.attribute or c.value or spec.get("terms") or spec.get("marks") or c.meta.get("marks"))
+    if broad:
+        return [Action("ignore", c, reason="forget request too broad: name what to forget, or use "
+                       "Memory.forget(memory_id)", evidence={**base, "scope": spec.get("scope")})]
+    named = [(j, why) for j in range(len(a)) if r.free(j)
+             for why in [names(c, a[j], float(r.sims[j]), cfg.duplicate_threshold, float(r.slot_sims[j]),
+                                cfg.slot_threshold)] if why]
+    # A slot named exactly takes precedence over slots that only contain it, which beat similar ones.
+    for level in ("exact", "prefix", "qualified", "similar", "family"):
+        tier = [f for f in named if f[1] == f"entity+slot ({level})"]
+        if level == "qualified" and len({a[j].attribute for j, _ in tier}) > 1:
+            # "forget my address" with a home and an office address stored: unsure, so nothing is taken.
+            named = [f for f in named if not f[1].startswith("entity+slot")]
+            break
+        if tier:
+            # A named slot is precise: loose word and similarity matches no longer count, named values do.
+            named = tier + [f for f in named if f[1] in ("value", "marks")]
+            break
+    qualifier = spec.get("qualifier")
+    if qualifier in ("old", "previous", "former", "current", "new") and named:
+        newest = max(named, key=lambda f: (a[f[0]].created_at is not None, a[f[0]].created_at or 0, f[0]))
+        named = [newest] if qualifier in ("current", "new") else [f for f in named if f != newest]
+        if not named:
+            return [Action("ignore", c, reason="nothing to forget: only the current value matches 'old'",
+                           evidence={**base, "kept": a[newest[0]].id, "qualifier": qualifier})]
+    if not named:
+        near = sorted(range(len(a)), key=lambda j: -float(r.sims[j]))[:3]
+        return [Action("ignore", c, reason="nothing matched: nothing forgotten", evidence={
+            **base, "max_sim": float(r.sims.max()) if r.sims.size else 0.0,
+            "nearest": [{"memory_id": a[j].id, "text": a[j].text, "sim": round(float(r.sims[j]), 3)} for j in near]})]
+    r.taken.update(a[j].id for j, _ in named)
+    what = c.meta.get("source_text") or c.text
+    return [Action("forget", c, target_id=a[j].id, reason=f"user asked to forget: {what}",
+                   evidence={**base, "match": why, "sim": float(r.sims[j])}) for j, why in named]
