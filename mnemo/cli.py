@@ -544,7 +544,7 @@ def run_cmd(experiments: Path = typer.Option(Path("experiments"), "--experiments
                                             "several (default: quickstart, threshold_grid, decay_grid, calibration, "
                                             "report)."),
             workers: int = WORKERS, scheduler: str = SCHEDULER) -> None:
-    """The main job: run the default sweeps and the benchmark report headless, collect one results table."""
+    """The main job: run the default sweeps and the benchmark report headless; its last line is the report page."""
     from .sweeps import MAIN_GRIDS, run_main
 
     summary = run_main(experiments, grids or MAIN_GRIDS, workers=workers, scheduler=scheduler)
@@ -554,10 +554,16 @@ def run_cmd(experiments: Path = typer.Option(Path("experiments"), "--experiments
     for name, g in summary["grids"].items():
         table.add_row(name, str(g["done"]), str(g["skipped"]), str(g["error"]), f"{g['point_s']:.0f}")
     console.print(table)
+    # Paths are printed whole (soft_wrap): a path broken over two lines cannot be copied or clicked.
+    for name, g in summary["grids"].items():
+        if g["note"]:
+            console.print(f"{name}: {g['note']}", soft_wrap=True)
     console.print(f"results table: {summary['table']} ({summary['rows']} rows); executed notebooks and figures under "
-                  f"{experiments / 'runs'}")
+                  f"{experiments / 'runs'}", soft_wrap=True)
     for p in summary["failed"]:
-        console.print(f"  [red]failed[/red] {p['folder']}: {p.get('error', '')} (see error.txt)")
+        console.print(f"  [red]failed[/red] {p['folder']}: {p.get('error', '')} (see error.txt)", soft_wrap=True)
+    if summary["report"]:
+        console.print(f"report: {summary['report']}", soft_wrap=True, highlight=False)
     if summary["failed"]:
         raise typer.Exit(1)
 

@@ -16,6 +16,7 @@ notebook, results.json (what the notebook `record`s, plus the point's parameters
 `param_<name>`), store.duckdb (passed as `store_path` when the notebook declares it), and last
 a `done` marker, or `error.txt` with the traceback when the run failed. A point with `done` is skipped by the next sweep; a failed one
 is run again. `collect` is one read-only DuckDB query over the finished points' results.json.
+`run_main` (`mnemo run`) runs the default grids, then renders the report as experiments/report.html.
 
 This is the only module that imports papermill (lazily, so `mnemo.record` stays light).
 """
@@ -51,6 +52,7 @@ RUNNER_PARAMS = ("out_dir", "store_path")  # set by the runner for every point, 
 DONE, ERROR, PARAMS = "done", "error.txt", "params.json"
 # What `mnemo run` sweeps, in order: the report comes last and reads the other grids' runs.
 MAIN_GRIDS = ("quickstart.yaml", "threshold_grid.yaml", "decay_grid.yaml", "calibration.yaml", "report.yaml")
+REPORT_GRID = "report"  # the grid whose executed notebook `mnemo run` renders as experiments/report.html
 
 
 class SweepError(ConfigError):
@@ -486,12 +488,13 @@ def failures(runs_dir: str | Path = "experiments/runs", grid: str | None = None)
 # ----------------------------------------------------------------- the main job
 def run_main(experiments: str | Path = "experiments", grids: Sequence[str] = MAIN_GRIDS, *,
              workers: int | None = None, scheduler: str | None = None, progress: bool = True,
-             out: str | Path | None = None) -> dict[str, Any]:
-    """Run the default grids, collect everything into experiments/results.parquet; return a summary.
+             out: str | Path | None = None, report: str = REPORT_GRID) -> dict[str, Any]:
+    """Run the default grids, collect everything into experiments/results.parquet, render the report; return a summary.
 
     Each grid is a file under `experiments` (or a path); runs go to experiments/runs. Grids whose
     notebook declares `runs_dir` (the report) read the others' results: they get the runs folder
-    and run after the others, which share one pool of workers.
+    and run after the others, which share one pool of workers. The executed notebook of the
+    `report` grid's one point becomes experiments/report.html (`mnemo.report.render`).
     """
     root = Path(experiments)
     runs = root / "runs"
@@ -505,8 +508,26 @@ def run_main(experiments: str | Path = "experiments", grids: Sequence[str] = MAI
             reports += sweep_many(phase, runs, workers=workers, scheduler=scheduler, progress=progress,
                                   context=context)
     table, rows = collect(runs, out or root / "results.parquet")
+    page = _render_report(next((r for r in reports if r.grid == report), None), root / "report.html")
     return {"runtime_s": round(time.perf_counter() - began, 2), "table": str(table), "rows": rows,
             "grids": {r.grid: {s: r.count(s) for s in ("done", "skipped", "error")}
-                      | {"runtime_s": r.runtime_s, "point_s": round(sum(p.get("runtime_s", 0.0) for p in r.points), 1)}
+                      | {"runtime_s": r.runtime_s, "point_s": round(sum(p.get("runtime_s", 0.0) for p in r.points), 1),
+                         "note": r.note}
                       for r in reports},
-            "failed": [p for r in reports for p in r.failed]}
+            "failed": [p for r in reports for p in r.failed], "report": str(page.resolve()) if page else None}
+
+
+def _render_report(report: SweepReport | None, out: Path) -> Path | None:
+    """Render the report grid's one finished point as `out`; return it, or None when there is none to render."""
+    from .eval.harness import git_commit
+    from .report import render
+
+    if report is None:
+        return None
+    finished = [p for p in report.points if p["status"] in ("done", "skipped")]
+    if len(finished) != 1:
+        # A page from an earlier run would now describe results this run did not produce.
+        out.unlink(missing_ok=True)
+        return None
+    executed = sorted(Path(finished[0]["folder"]).glob("*.ipynb"))
+    return render(executed[0], out, commit=git_commit()) if executed else None

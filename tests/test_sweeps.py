@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -241,3 +243,33 @@ def test_points_run_quietly_over_ipc(tmp_path):
     kernel_lines = [line for line in (res.stdout + res.stderr).splitlines() if "IPKernelApp" in line]
     assert kernel_lines == [], kernel_lines
     assert set(sweeps.collect_frame(tmp_path / "runs")["transport"]) == {"ipc"}
+
+
+def test_mnemo_run_ends_with_the_report_page(tmp_path, notebook):
+    report = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                               "language": "python"}})
+    params = nbformat.v4.new_code_cell('out_dir = "."  # where results go\nruns_dir = ""  # the runs to read')
+    params.metadata["tags"] = ["parameters"]
+    report.cells = [nbformat.v4.new_markdown_cell("# Tiny report\n\nWhat the main grid found."), params,
+                    nbformat.v4.new_code_cell("from mnemo.sweeps import collect_frame\n"
+                                              "seen = collect_frame(runs_dir, missing_ok=True)\n"
+                                              "print(f'points seen: {len(seen)}')")]
+    nbformat.write(report, tmp_path / "tiny_report.ipynb")
+    grid_file(tmp_path, tmp_path / "tiny_report.ipynb", {}, name="report")
+    grid_file(tmp_path, notebook, {"x": [1, 2]}, name="main")
+    res = CliRunner().invoke(app, ["run", "--experiments", str(tmp_path), "--grid", "main.yaml", "--grid",
+                                   "report.yaml", "--workers", "2"])
+    assert res.exit_code == 0, res.output
+    page = tmp_path / "report.html"
+    assert res.output.strip().splitlines()[-1] == f"report: {page.resolve()}"
+    html = page.read_text()
+    assert "Tiny report" in html and "points seen: 2" in html and "How this page was made" in html
+    # The code stays in the notebook; the page loads nothing from the network.
+    assert "collect_frame(runs_dir" not in html and not re.search(r"<script[^>]*src=\"https?:", html)
+    # A failed report leaves no page from an earlier run behind.
+    (tmp_path / "tiny_report.ipynb").write_text((tmp_path / "tiny_report.ipynb").read_text().replace(
+        "print(f'points seen", "raise RuntimeError(f'points seen"))
+    shutil.rmtree(tmp_path / "runs" / "report")
+    res = CliRunner().invoke(app, ["run", "--experiments", str(tmp_path), "--grid", "main.yaml", "--grid",
+                                   "report.yaml", "--workers", "1"])
+    assert res.exit_code == 1 and not page.exists()
