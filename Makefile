@@ -1,4 +1,4 @@
-# The two set-up commands of the README: `make run` (the main job) and `make test`.
+# The two set-up commands of the README: `make run` (the main job) and `make test`; `make lab` opens the notebooks.
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
@@ -8,7 +8,7 @@ ifneq ($(wildcard ../shared/data/.),)
 export MNEMO_DATA_DIR ?= $(abspath ../shared/data)
 endif
 
-.PHONY: setup run demo test lint clean
+.PHONY: setup run demo lab test lint clean
 
 setup: $(VENV)/.installed
 
@@ -23,6 +23,10 @@ run: setup
 
 demo: setup
 	$(BIN)/mnemo demo
+
+# JupyterLab on notebooks/, on loopback, with this venv registered as the kernel "Python (mnemo)".
+lab: setup
+	$(BIN)/mnemo lab --notebooks notebooks
 
 # A test that needs what a lone clone lacks (data, PostgreSQL, Chromium, cloud-init) skips; the run ends with
 # one line per reason saying how to enable it (tests/conftest.py). CI=true turns those skips into failures.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from datetime import datetime
@@ -566,6 +567,20 @@ def run_cmd(experiments: Path = typer.Option(Path("experiments"), "--experiments
         console.print(f"report: {summary['report']}", soft_wrap=True, highlight=False)
     if summary["failed"]:
         raise typer.Exit(1)
+
+
+@app.command("lab")
+def lab_cmd(notebooks: Path = typer.Option(Path("notebooks"), "--notebooks", help="Folder JupyterLab opens."),
+            port: int = typer.Option(None, "--port", help="Port on 127.0.0.1 (default: the first free from 8888)."),
+            token: str = typer.Option(None, "--token", help="Access token (default: a new one, shown in the URL)."),
+            browser: bool = typer.Option(True, "--browser/--no-browser", help="Open a browser tab.")) -> None:
+    """Open JupyterLab on the notebooks, with this environment registered as the kernel "Python (mnemo)"."""
+    from .lab import KERNEL_DISPLAY, lab_command, register_kernel
+
+    cmd = lab_command(notebooks, port=port, token=token, open_browser=browser)
+    console.print(f"kernel {KERNEL_DISPLAY!r} registered at {register_kernel()}", soft_wrap=True, highlight=False)
+    # JupyterLab replaces this process: Ctrl-C and its shutdown prompt reach it directly.
+    os.execv(cmd[0], cmd)
 
 
 def main() -> None:

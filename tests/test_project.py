@@ -33,6 +33,14 @@ def test_environment_yml_installs_pyproject_with_all_extras():
     assert set(named) == set(extras) - {"all"}, "the 'all' extra must name every other extra"
 
 
+def test_jupyterlab_comes_with_the_notebooks_extra_and_the_conda_env():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(d.startswith("jupyterlab") for d in extras["notebooks"])
+    assert any(d.startswith("nbconvert") for d in extras["notebooks"])
+    deps = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+    assert any(isinstance(d, str) and d.startswith("jupyterlab") for d in deps)
+
+
 def _data_dir_make_exports(checkout: Path, env: dict[str, str]) -> str:
     """Return MNEMO_DATA_DIR as the Makefile's recipes see it, in a copy of the Makefile at `checkout`."""
     checkout.mkdir(parents=True)
