@@ -513,6 +513,8 @@ def sweep_cmd(grid: Path = typer.Argument(..., help="A grid YAML file (see exper
 
     report = sweep(grid, runs, workers=workers, scheduler=scheduler)
     console.print(_sweep_line(report))
+    if report.note:
+        console.print(f"{report.grid}: {report.note}", soft_wrap=True)
     for p in report.failed:
         console.print(f"  [red]failed[/red] {p['folder']}: {p.get('error', '')} (see error.txt)")
     if collect and report.count("done") + report.count("skipped"):
