@@ -42,8 +42,8 @@ def in_ci() -> bool:
 def unavailable(what: str, how: str) -> NoReturn:
     """Skip the test because `what` is missing, saying `how` to enable it; under CI, fail it instead.
 
-    The reason is the same text for every test that lacks the same thing, and the skip is
-    raised from this line, so pytest's `-rs` summary folds them into one line each.
+    The reason is the same text for every test that lacks the same thing, so the closing
+    summary (`pytest_terminal_summary`) counts them under one line.
     """
     if in_ci():
         pytest.fail(f"{what}, and CI must run these tests: {how}", pytrace=False)

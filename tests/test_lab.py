@@ -23,6 +23,7 @@ import httpx
 import pytest
 from conftest import require_chromium
 
+from mnemo.errors import ConfigError
 from mnemo.lab import KERNEL_DISPLAY, KERNEL_NAME, lab_command
 
 pytestmark = pytest.mark.slow
@@ -59,7 +60,7 @@ def test_lab_command_stays_on_loopback_and_offline(tmp_path):
     assert cmd[:3] == [sys.executable, "-m", "jupyterlab"]
     assert "--ServerApp.ip=127.0.0.1" in cmd and f"--ServerApp.root_dir={tmp_path.resolve()}" in cmd
     assert "--LabApp.news_url=None" in cmd and "--no-browser" in cmd and "--ServerApp.port_retries=0" in cmd
-    with pytest.raises(Exception, match="not a folder"):
+    with pytest.raises(ConfigError, match="not a folder"):
         lab_command(tmp_path / "missing")
 
 
