@@ -1,10 +1,14 @@
-# The two set-up commands of the README: `make run` (the main job) and `make test`.
+# The two set-up commands of the README: `make run` (the main job) and `make test`; `make lab` opens the notebooks.
 PYTHON ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
+# The shared benchmark copies sit beside a developer's checkout (and CI's). A lone clone has none: the tests that
+# need them skip, saying how to enable them, and `make run` runs on the sets the project ships, saying so.
+ifneq ($(wildcard ../shared/data/.),)
 export MNEMO_DATA_DIR ?= $(abspath ../shared/data)
+endif
 
-.PHONY: setup run demo test lint clean
+.PHONY: setup run demo lab test lint clean
 
 setup: $(VENV)/.installed
 
@@ -20,6 +24,12 @@ run: setup
 demo: setup
 	$(BIN)/mnemo demo
 
+# JupyterLab on notebooks/, on loopback, with this venv registered as the kernel "Python (mnemo)".
+lab: setup
+	$(BIN)/mnemo lab --notebooks notebooks
+
+# A test that needs what a lone clone lacks (data, PostgreSQL, Chromium, cloud-init) skips; the run ends with
+# one line per reason saying how to enable it (tests/conftest.py). CI=true turns those skips into failures.
 test: setup
 	$(BIN)/pytest -q -p no:cacheprovider
 	$(BIN)/ruff check mnemo tests benchmarks

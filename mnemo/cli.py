@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from datetime import datetime
@@ -521,6 +522,8 @@ def sweep_cmd(grid: Path = typer.Argument(..., help="A grid YAML file (see exper
 
     report = sweep(grid, runs, workers=workers, scheduler=scheduler)
     console.print(_sweep_line(report))
+    if report.note:
+        console.print(f"{report.grid}: {report.note}", soft_wrap=True)
     for p in report.failed:
         console.print(f"  [red]failed[/red] {p['folder']}: {p.get('error', '')} (see error.txt)")
     if collect and report.count("done") + report.count("skipped"):
@@ -553,7 +556,7 @@ def run_cmd(experiments: Path = typer.Option(Path("experiments"), "--experiments
                                             "several (default: quickstart, threshold_grid, decay_grid, calibration, "
                                             "report)."),
             workers: int = WORKERS, scheduler: str = SCHEDULER) -> None:
-    """The main job: run the default sweeps and the benchmark report headless, collect one results table."""
+    """The main job: run the default sweeps and the benchmark report headless; its last line is the report page."""
     from .sweeps import MAIN_GRIDS, run_main
 
     summary = run_main(experiments, grids or MAIN_GRIDS, workers=workers, scheduler=scheduler)
@@ -563,12 +566,32 @@ def run_cmd(experiments: Path = typer.Option(Path("experiments"), "--experiments
     for name, g in summary["grids"].items():
         table.add_row(name, str(g["done"]), str(g["skipped"]), str(g["error"]), f"{g['point_s']:.0f}")
     console.print(table)
+    # Paths are printed whole (soft_wrap): a path broken over two lines cannot be copied or clicked.
+    for name, g in summary["grids"].items():
+        if g["note"]:
+            console.print(f"{name}: {g['note']}", soft_wrap=True)
     console.print(f"results table: {summary['table']} ({summary['rows']} rows); executed notebooks and figures under "
-                  f"{experiments / 'runs'}")
+                  f"{experiments / 'runs'}", soft_wrap=True)
     for p in summary["failed"]:
-        console.print(f"  [red]failed[/red] {p['folder']}: {p.get('error', '')} (see error.txt)")
+        console.print(f"  [red]failed[/red] {p['folder']}: {p.get('error', '')} (see error.txt)", soft_wrap=True)
+    if summary["report"]:
+        console.print(f"report: {summary['report']}", soft_wrap=True, highlight=False)
     if summary["failed"]:
         raise typer.Exit(1)
+
+
+@app.command("lab")
+def lab_cmd(notebooks: Path = typer.Option(Path("notebooks"), "--notebooks", help="Folder JupyterLab opens."),
+            port: int = typer.Option(None, "--port", help="Port on 127.0.0.1 (default: the first free from 8888)."),
+            token: str = typer.Option(None, "--token", help="Access token (default: a new one, shown in the URL)."),
+            browser: bool = typer.Option(True, "--browser/--no-browser", help="Open a browser tab.")) -> None:
+    """Open JupyterLab on the notebooks, with this environment registered as the kernel "Python (mnemo)"."""
+    from .lab import KERNEL_DISPLAY, lab_command, register_kernel
+
+    cmd = lab_command(notebooks, port=port, token=token, open_browser=browser)
+    console.print(f"kernel {KERNEL_DISPLAY!r} registered at {register_kernel()}", soft_wrap=True, highlight=False)
+    # JupyterLab replaces this process: Ctrl-C and its shutdown prompt reach it directly.
+    os.execv(cmd[0], cmd)
 
 
 def main() -> None:

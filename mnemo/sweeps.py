@@ -6,12 +6,17 @@
 
 A grid file names a notebook, the values to cross (`grid`) and the values every point shares
 (`fixed`). Every name must be a parameter of the notebook's `parameters` cell (checked with
-`papermill.inspect_notebook`, before anything runs). Each point runs in its own folder,
-`<runs>/<grid name>/<point id>/`: params.json, the executed notebook, results.json (what the
-notebook `record`s, plus the point's parameters as `param_<name>`), store.duckdb (passed as
-`store_path` when the notebook declares it), and last a `done` marker, or `error.txt` with the
-traceback when the run failed. A point with `done` is skipped by the next sweep; a failed one
+`papermill.inspect_notebook`, before anything runs). A grid that reads benchmark copies names
+them (`data: [locomo]`); when one is absent its points run with `without_data` instead (values
+that leave it out, such as `locomo_conversations: 0`) and their results say so in `data_note`,
+or, with no `without_data`, the grid is reported as not run, with the reason.
+
+Each point runs in its own folder, `<runs>/<grid name>/<point id>/`: params.json, the executed
+notebook, results.json (what the notebook `record`s, plus the point's parameters as
+`param_<name>`), store.duckdb (passed as `store_path` when the notebook declares it), and last
+a `done` marker, or `error.txt` with the traceback when the run failed. A point with `done` is skipped by the next sweep; a failed one
 is run again. `collect` is one read-only DuckDB query over the finished points' results.json.
+`run_main` (`mnemo run`) runs the default grids, then renders the report as experiments/report.html.
 
 This is the only module that imports papermill (lazily, so `mnemo.record` stays light).
 """
@@ -19,13 +24,16 @@ This is the only module that imports papermill (lazily, so `mnemo.record` stays 
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import itertools
 import json
 import os
+import tempfile
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -39,11 +47,12 @@ import yaml
 from .errors import ConfigError
 
 KERNEL = "python3"  # the kernelspec ipykernel installs into the environment: the venv's own python
-GRID_KEYS = {"notebook", "about", "grid", "fixed", "timeout_s", "cost_s"}
+GRID_KEYS = {"notebook", "about", "grid", "fixed", "timeout_s", "cost_s", "data", "without_data"}
 RUNNER_PARAMS = ("out_dir", "store_path")  # set by the runner for every point, never by a grid
 DONE, ERROR, PARAMS = "done", "error.txt", "params.json"
 # What `mnemo run` sweeps, in order: the report comes last and reads the other grids' runs.
 MAIN_GRIDS = ("quickstart.yaml", "threshold_grid.yaml", "decay_grid.yaml", "calibration.yaml", "report.yaml")
+REPORT_GRID = "report"  # the grid whose executed notebook `mnemo run` renders as experiments/report.html
 
 
 class SweepError(ConfigError):
@@ -61,6 +70,8 @@ class Grid:
     about: str = ""
     timeout_s: float | None = None  # a cell running longer fails the point
     cost_s: float = 60.0  # rough seconds per point: longer points start first when grids share workers
+    data: tuple[str, ...] = ()  # benchmark copies ($MNEMO_DATA_DIR/<name>) the points read
+    without_data: dict[str, Any] | None = None  # parameters that replace those reads when one is absent
 
 
 @dataclass
@@ -70,6 +81,7 @@ class SweepReport:
     grid: str
     points: list[dict[str, Any]]
     runtime_s: float = 0.0
+    note: str = ""  # what ran instead of the grid as written (benchmark data absent), or why nothing ran
 
     def count(self, status: str) -> int:
         """Return how many points ended with `status`."""
@@ -105,8 +117,13 @@ def load_grid(path: str | Path) -> Grid:
     both = sorted(set(grid) & set(fixed))
     if both:
         raise SweepError(f"{file}: {both} are both in grid and fixed; keep each name in one place")
+    data, without = raw.get("data") or [], raw.get("without_data")
+    if not isinstance(data, list) or not all(isinstance(d, str) for d in data):
+        raise SweepError(f"{file}: 'data' must be a list of dataset names, got {data!r}")
+    if without is not None and (not isinstance(without, dict) or not data):
+        raise SweepError(f"{file}: 'without_data' must be a mapping of parameter names, beside a 'data' list")
     return Grid(file.stem, _find_notebook(str(raw["notebook"]), file), grid, fixed, str(raw.get("about", "")),
-                raw.get("timeout_s"), float(raw.get("cost_s", 60.0)))
+                raw.get("timeout_s"), float(raw.get("cost_s", 60.0)), tuple(data), without)
 
 
 def _find_notebook(name: str, grid_file: Path) -> Path:
@@ -158,6 +175,19 @@ def check_params(notebook: str | Path, names: Sequence[str]) -> dict[str, dict[s
     return declared
 
 
+def missing_data(names: Sequence[str]) -> dict[str, str]:
+    """Return {dataset: why it cannot be read} for each of `names` absent from the benchmark data folder."""
+    from .eval.datasets_base import dataset_root
+
+    missing = {}
+    for name in names:
+        try:
+            dataset_root(name)
+        except ConfigError as exc:
+            missing[name] = str(exc)
+    return missing
+
+
 def _clear(folder: Path) -> None:
     """Remove what an earlier, unfinished attempt left, so a re-run starts clean."""
     for name in (DONE, ERROR, "results.json", "store.duckdb", "store.duckdb.wal"):
@@ -189,14 +219,50 @@ def _in_fresh_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return box.get("value")
 
 
+@functools.cache
+def _point_kernel_manager() -> type:
+    """Return the kernel manager of headless points: jupyter_client's, minus the SIGINT before shutdown.
+
+    jupyter_client interrupts every kernel before asking it to shut down, to stop code still
+    running. papermill asks only once every cell has finished, and then the signal can land in
+    the kernel's last reply, which it logs as "KeyboardInterrupt caught in kernel". The shutdown
+    request alone stops an idle kernel (and one that does not stop is still killed after
+    `shutdown_wait_time`). Built on first use: jupyter_client comes with the notebooks extra.
+    """
+    from jupyter_client import AsyncKernelManager
+
+    class PointKernelManager(AsyncKernelManager):
+        async def _async_interrupt_kernel(self) -> None:
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
+    return PointKernelManager
+
+
+def _kernel_options() -> dict[str, Any]:
+    """Return papermill's options for a point's kernel: its manager, and Unix sockets instead of TCP.
+
+    Over TCP every kernel warns that its traffic is unencrypted; the kernel of a headless point
+    talks only to this process, so it uses IPC sockets at a short, unique path in the temp folder
+    (a socket path may not pass ~100 bytes, and two kernels must not share one).
+    """
+    from traitlets.config import Config
+
+    ip = os.path.join(tempfile.gettempdir(), f"mnemo-kernel-{uuid.uuid4().hex[:12]}")
+    return {"kernel_manager_class": _point_kernel_manager(),
+            "config": Config({"KernelManager": {"transport": "ipc", "ip": ip}})}
+
+
 def run_point(notebook: str, folder: str, params: dict[str, Any], context: dict[str, Any] | None = None,
-              kernel: str = KERNEL, timeout_s: float | None = None, grid: str = "") -> dict[str, Any]:
+              kernel: str = KERNEL, timeout_s: float | None = None, grid: str = "",
+              note: str = "") -> dict[str, Any]:
     """Execute one point headless and return its status; never raises (a failure is written to error.txt).
 
     `params` are the point's own parameters (recorded); `context` holds injected values that
-    are not part of its identity (out_dir, store_path, paths the notebook reads). papermill
-    runs the kernel from `folder` by changing the process's working directory: run points
-    in separate processes (as `sweep` does), never in threads of one process.
+    are not part of its identity (out_dir, store_path, paths the notebook reads); `note`, when
+    given, is recorded as `data_note` (what the point ran on instead of the grid as written).
+    papermill runs the kernel from `folder` by changing the process's working directory: run
+    points in separate processes (as `sweep` does), never in threads of one process.
     """
     import papermill as pm
 
@@ -209,12 +275,12 @@ def run_point(notebook: str, folder: str, params: dict[str, Any], context: dict[
     try:
         _in_fresh_thread(pm.execute_notebook, notebook, str(out / Path(notebook).name),
                          parameters={**params, **(context or {})}, kernel_name=kernel, cwd=str(out),
-                         progress_bar=False, execution_timeout=timeout_s)
+                         progress_bar=False, execution_timeout=timeout_s, **_kernel_options())
         results = out / "results.json"
         recorded = json.loads(results.read_text(encoding="utf-8")) if results.exists() else {}
         runtime = round(time.perf_counter() - started, 2)
         meta = {"grid": grid, "point": out.name, "notebook": Path(notebook).name, "runtime_s": runtime,
-                **{f"param_{k}": v for k, v in params.items()}}
+                **{f"param_{k}": v for k, v in params.items()}, **({"data_note": note} if note else {})}
         results.write_text(json.dumps({**meta, **recorded}, indent=1, default=str), encoding="utf-8")
     # The runner is a boundary: whatever breaks a point is recorded with its traceback, the sweep goes on.
     except Exception:  # noqa: BLE001
@@ -228,21 +294,36 @@ def run_point(notebook: str, folder: str, params: dict[str, Any], context: dict[
 
 
 def plan(grid: Grid, runs_dir: str | Path = "experiments/runs",
-         context: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Return (points, what to inject) after checking every grid name against the notebook's parameters.
+         context: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    """Return (points, what to inject, a note) after checking every grid name against the notebook's parameters.
 
     Only names the notebook declares are injected: store_path, and the `context` values
-    (a notebook need not read every path `mnemo run` offers).
+    (a notebook need not read every path `mnemo run` offers). When benchmark data the grid
+    names is absent, its points take the `without_data` values and the note says why; with no
+    `without_data` there are no points and the note says why the grid is not run.
     """
-    declared = check_params(grid.notebook, [*grid.grid, *grid.fixed])
+    declared = check_params(grid.notebook, [*grid.grid, *grid.fixed, *(grid.without_data or {})])
+    absent = missing_data(grid.data)
+    note, overrides = "", {}
+    if absent:
+        reason = next(iter(absent.values()))
+        if grid.without_data is None:
+            return [], {}, f"not run: it needs {', '.join(absent)}, which cannot be read ({reason})"
+        overrides = dict(grid.without_data)
+        shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+        note = f"{', '.join(absent)} absent, so run on the data the project ships ({shown}): {reason}"
     root = Path(runs_dir).resolve() / grid.name
-    points = []
+    points, seen = [], set()
     for params in expand(grid):
+        params = {**params, **overrides}
         folder = root / point_id(grid.notebook, params)
-        points.append({"params": params, "folder": folder, "finished": (folder / DONE).exists()})
+        # Replacing a crossed value can make two points one: run it once.
+        if folder not in seen:
+            seen.add(folder)
+            points.append({"params": params, "folder": folder, "finished": (folder / DONE).exists()})
     wanted = {k: v for k, v in (context or {}).items() if k in declared}
     wanted["store_path"] = "store_path" in declared
-    return points, wanted
+    return points, wanted, note
 
 
 def sweep(grid: Grid | str | Path, runs_dir: str | Path = "experiments/runs", *, workers: int | None = None,
@@ -272,16 +353,17 @@ def sweep_many(grids: Sequence[Grid | str | Path], runs_dir: str | Path = "exper
         raise SweepError(f"grid names must be unique in one sweep, got {[g.name for g in loaded]}")
     began = time.perf_counter()
     reports, jobs, total = {}, [], 0
-    for grid, (points, injected) in [(g, plan(g, runs_dir, context)) for g in loaded]:
+    for grid, (points, injected, note) in [(g, plan(g, runs_dir, context)) for g in loaded]:
         total += len(points)
         reports[grid.name] = SweepReport(grid.name, [{"grid": grid.name, "point": p["folder"].name,
                                                       "folder": str(p["folder"]), "params": p["params"],
-                                                      "status": "skipped"} for p in points if p["finished"]])
-        with_store = injected.pop("store_path")
+                                                      "status": "skipped"} for p in points if p["finished"]],
+                                         note=note)
+        with_store = injected.pop("store_path", False)
         jobs += [(grid.cost_s, (str(grid.notebook), str(p["folder"]), p["params"],
                                 {**injected, "out_dir": str(p["folder"])}
                                 | ({"store_path": str(p["folder"] / "store.duckdb")} if with_store else {}),
-                                kernel, grid.timeout_s, grid.name)) for p in points if not p["finished"]]
+                                kernel, grid.timeout_s, grid.name, note)) for p in points if not p["finished"]]
     jobs.sort(key=lambda job: -job[0])
     from tqdm import tqdm
 
@@ -406,12 +488,13 @@ def failures(runs_dir: str | Path = "experiments/runs", grid: str | None = None)
 # ----------------------------------------------------------------- the main job
 def run_main(experiments: str | Path = "experiments", grids: Sequence[str] = MAIN_GRIDS, *,
              workers: int | None = None, scheduler: str | None = None, progress: bool = True,
-             out: str | Path | None = None) -> dict[str, Any]:
-    """Run the default grids, collect everything into experiments/results.parquet; return a summary.
+             out: str | Path | None = None, report: str = REPORT_GRID) -> dict[str, Any]:
+    """Run the default grids, collect everything into experiments/results.parquet, render the report; return a summary.
 
     Each grid is a file under `experiments` (or a path); runs go to experiments/runs. Grids whose
     notebook declares `runs_dir` (the report) read the others' results: they get the runs folder
-    and run after the others, which share one pool of workers.
+    and run after the others, which share one pool of workers. The executed notebook of the
+    `report` grid's one point becomes experiments/report.html (`mnemo.report.render`).
     """
     root = Path(experiments)
     runs = root / "runs"
@@ -425,8 +508,26 @@ def run_main(experiments: str | Path = "experiments", grids: Sequence[str] = MAI
             reports += sweep_many(phase, runs, workers=workers, scheduler=scheduler, progress=progress,
                                   context=context)
     table, rows = collect(runs, out or root / "results.parquet")
+    page = _render_report(next((r for r in reports if r.grid == report), None), root / "report.html")
     return {"runtime_s": round(time.perf_counter() - began, 2), "table": str(table), "rows": rows,
             "grids": {r.grid: {s: r.count(s) for s in ("done", "skipped", "error")}
-                      | {"runtime_s": r.runtime_s, "point_s": round(sum(p.get("runtime_s", 0.0) for p in r.points), 1)}
+                      | {"runtime_s": r.runtime_s, "point_s": round(sum(p.get("runtime_s", 0.0) for p in r.points), 1),
+                         "note": r.note}
                       for r in reports},
-            "failed": [p for r in reports for p in r.failed]}
+            "failed": [p for r in reports for p in r.failed], "report": str(page.resolve()) if page else None}
+
+
+def _render_report(report: SweepReport | None, out: Path) -> Path | None:
+    """Render the report grid's one finished point as `out`; return it, or None when there is none to render."""
+    from .eval.harness import git_commit
+    from .report import render
+
+    if report is None:
+        return None
+    finished = [p for p in report.points if p["status"] in ("done", "skipped")]
+    if len(finished) != 1:
+        # A page from an earlier run would now describe results this run did not produce.
+        out.unlink(missing_ok=True)
+        return None
+    executed = sorted(Path(finished[0]["folder"]).glob("*.ipynb"))
+    return render(executed[0], out, commit=git_commit()) if executed else None

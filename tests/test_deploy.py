@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import pytest
 import requests
 import yaml
-from objectstore_servers import require
+from conftest import require_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = importlib.util.spec_from_file_location("mnemo_ecs_deploy", ROOT / "deploy" / "ecs" / "deploy.py")
@@ -46,8 +46,8 @@ def test_user_data_passes_cloud_init_schema(tmp_path):
     user_data = tmp_path / "user-data.yaml"
     user_data.write_text(deploy.render_user_data(settings()))
     schema_file = Path("/usr/lib/python3/dist-packages/cloudinit/config/schemas/schema-cloud-config-v1.json")
-    require(schema_file.exists() and shutil.which("cloud-init") is not None,
-            "cloud-init is not installed: apt-get install -y --no-install-recommends cloud-init")
+    require_tool(schema_file.exists() and shutil.which("cloud-init") is not None, "cloud-init",
+                 "install cloud-init: apt-get install -y --no-install-recommends cloud-init")
     import jsonschema
 
     schema = json.loads(schema_file.read_text())
@@ -74,7 +74,7 @@ def test_user_data_holds_no_secret(monkeypatch):
 
 
 def test_unit_passes_systemd_analyze_verify(tmp_path):
-    require(shutil.which("systemd-analyze") is not None, "systemd-analyze is not installed: apt-get install systemd")
+    require_tool(shutil.which("systemd-analyze") is not None, "systemd-analyze", "install systemd: apt-get install -y systemd")
     # ExecStart must name an existing binary for verify: point the venv at this interpreter's.
     unit = tmp_path / "mnemo.service"
     unit.write_text(deploy.render_unit(settings(venv=sys.prefix, store_dir=str(tmp_path))))

@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import httpx
-import pytest
+from conftest import require_chromium
 
 from mnemo.model import CATEGORIES, KINDS, STATUSES
 from mnemo.server.http import EXPLORER, create_app, running
@@ -151,22 +150,6 @@ def test_experiments_are_listed_and_served_read_only_with_no_way_out(tmp_path):
 
 
 # ----------------------------------------------------------------- the page in a real browser
-def _chromium() -> str:
-    """Return the chromium binary and make sure Playwright is importable; skip locally, fail under CI."""
-    binary = os.environ.get("MNEMO_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        binary, why = None, "Playwright is not installed (pip install playwright)"
-    else:
-        why = "chromium is not installed (apt-get install -y chromium)"
-    if binary is None:
-        if os.environ.get("CI", "").lower() in ("true", "1"):
-            pytest.fail(f"CI must run the explorer's browser test: {why}")
-        pytest.skip(f"explorer browser test: {why}")
-    return binary
-
-
 def _seed(url: str) -> dict:
     """Write a small store through the API, as any client would; return the ids the test looks for."""
     ids = {}
@@ -205,7 +188,7 @@ def _seed(url: str) -> dict:
 
 
 def test_the_explorer_in_a_real_browser(tmp_path):
-    binary = _chromium()
+    binary = require_chromium()
     from playwright.sync_api import expect, sync_playwright
 
     shots = Path(os.environ.get("MNEMO_SCREENSHOTS") or tmp_path / "shots")

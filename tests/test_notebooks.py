@@ -169,3 +169,24 @@ def test_benchmark_report(runs):
     assert {"mnemo:default", "mnemo:dense", "naive_rag", "no_memory"} <= set(res["scenarios"])
     assert all(0.0 <= a["pass_rate"] <= 1.0 for a in res["scenarios"].values())
     assert (res["_folder"] / "scenarios.csv").exists()
+    # Where the numbers came from: the code, the shipped sets with their checksums, every recipe compared.
+    parts = {row["part"]: row for row in res["sources"]}
+    assert parts["code"]["source"].startswith("mnemo at commit ")
+    assert {"shipped set scenarios", "shipped set pairs", "shipped set trust", "recipe default", "recipe dense"} <= set(parts)
+    assert "hash-bow-384" in parts["scenario and trust tables"]["source"]
+    # The committed calibrated recipe, with what it was fitted on; no sweep ran here, so no fresh fit beside it.
+    assert "mnemo/recipes/calibrated.json" in res["calibration"]["note"] and "fitted" in res["calibration"]["note"]
+    assert "no finished calibration point" in res["calibration"]["note"]
+
+
+def test_the_report_renders_as_one_offline_page(runs, tmp_path):
+    from mnemo.report import render
+
+    res = runs["40_benchmark_report"]
+    page = render(res["_folder"] / "40_benchmark_report.ipynb", tmp_path / "report.html", commit="abc123")
+    html = page.read_text()
+    assert "Benchmark report" in html and "at commit <code>abc123</code>" in html
+    assert "Where the numbers came from" in html and "The calibrated recipe" in html
+    # The figures are inside the page; the code stays in the notebook; nothing is loaded from the network.
+    assert html.count("data:image/png;base64,") >= 3
+    assert "run_scenarios(" not in html and not re.search(r"<script[^>]*src=\"https?:", html)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -177,3 +180,96 @@ def test_run_main_runs_readers_after_the_others(tmp_path, notebook):
     assert summary["grids"]["reader"]["done"] == 1 and summary["grids"]["main"]["done"] == 2
     table = pd.read_parquet(summary["table"])
     assert table.loc[table.grid == "reader", "seen"].item() == 2  # it ran after both points of main
+
+
+def data_grid(folder: Path, notebook: Path, without: dict | None) -> Path:
+    """A grid that reads LoCoMo from $MNEMO_DATA_DIR; `without` is what its points run with when it is absent."""
+    raw = {"notebook": str(notebook), "grid": {"x": [1, 2]}, "data": ["locomo"]}
+    if without is not None:
+        raw["without_data"] = without
+    path = folder / f"needs_{'with' if without is not None else 'no'}_fallback.yaml"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+def test_a_grid_whose_data_is_absent_runs_on_what_ships_and_says_so(tmp_path, notebook, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setenv("MNEMO_DATA_DIR", str(shared))
+    runs = tmp_path / "runs"
+    report = sweeps.sweep(data_grid(tmp_path, notebook, {"x": 0}), runs, workers=1, progress=False)
+    # Both points become one (x=0): the value the grid names for the sets the project ships.
+    assert report.count("done") == 1 and report.points[0]["params"] == {"x": 0} and not report.failed
+    assert "locomo absent" in report.note and "x=0" in report.note
+    row = sweeps.collect_frame(runs).iloc[0]
+    assert row.y == 0 and row.data_note == report.note
+    # No `without_data`: the grid is not run, and says why, rather than failing point by point.
+    report = sweeps.sweep(data_grid(tmp_path, notebook, None), runs, workers=1, progress=False)
+    assert report.points == [] and report.note.startswith("not run: it needs locomo")
+    assert "MNEMO_DATA_DIR" in report.note
+    # With the data there, the grid runs as written, and no note is recorded.
+    (shared / "locomo").mkdir()
+    report = sweeps.sweep(data_grid(tmp_path, notebook, {"x": 0}), runs, workers=1, progress=False)
+    assert report.count("done") == 2 and report.note == ""
+    assert {p["params"]["x"] for p in report.points} == {1, 2}
+
+
+def test_without_data_is_checked_like_the_grid(tmp_path, notebook):
+    with pytest.raises(sweeps.SweepError, match="unknown parameter 'y'"):
+        sweeps.plan(sweeps.load_grid(data_grid(tmp_path, notebook, {"y": 0})), tmp_path / "runs")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(json.dumps({"notebook": str(notebook), "without_data": {"x": 0}}))
+    with pytest.raises(sweeps.SweepError, match="beside a 'data' list"):
+        sweeps.load_grid(bad)
+
+
+def test_points_run_quietly_over_ipc(tmp_path):
+    """The main job's terminal shows no kernel log: no TCP-encryption warning, no KeyboardInterrupt at shutdown."""
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}})
+    params = nbformat.v4.new_code_cell('out_dir = "."  # where results go\nx = 1  # a point')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "import json\nimport pandas as pd\nfrom ipykernel.connect import get_connection_info\n"
+        "from mnemo.record import record\n"
+        "record('transport', json.loads(get_connection_info())['transport'], out_dir)\n"
+        "record('x', x, out_dir)\npd.DataFrame({'x': [x]})")]
+    nbformat.write(nb, tmp_path / "quiet.ipynb")
+    path = grid_file(tmp_path, tmp_path / "quiet.ipynb", {"x": list(range(6))}, name="quiet")
+    res = subprocess.run([sys.executable, "-m", "mnemo.cli", "sweep", str(path), "--runs", str(tmp_path / "runs"),
+                          "--workers", "2", "--no-collect"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "6 done" in res.stdout
+    kernel_lines = [line for line in (res.stdout + res.stderr).splitlines() if "IPKernelApp" in line]
+    assert kernel_lines == [], kernel_lines
+    assert set(sweeps.collect_frame(tmp_path / "runs")["transport"]) == {"ipc"}
+
+
+def test_mnemo_run_ends_with_the_report_page(tmp_path, notebook):
+    report = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                               "language": "python"}})
+    params = nbformat.v4.new_code_cell('out_dir = "."  # where results go\nruns_dir = ""  # the runs to read')
+    params.metadata["tags"] = ["parameters"]
+    report.cells = [nbformat.v4.new_markdown_cell("# Tiny report\n\nWhat the main grid found."), params,
+                    nbformat.v4.new_code_cell("from mnemo.sweeps import collect_frame\n"
+                                              "seen = collect_frame(runs_dir, missing_ok=True)\n"
+                                              "print(f'points seen: {len(seen)}')")]
+    nbformat.write(report, tmp_path / "tiny_report.ipynb")
+    grid_file(tmp_path, tmp_path / "tiny_report.ipynb", {}, name="report")
+    grid_file(tmp_path, notebook, {"x": [1, 2]}, name="main")
+    res = CliRunner().invoke(app, ["run", "--experiments", str(tmp_path), "--grid", "main.yaml", "--grid",
+                                   "report.yaml", "--workers", "2"])
+    assert res.exit_code == 0, res.output
+    page = tmp_path / "report.html"
+    assert res.output.strip().splitlines()[-1] == f"report: {page.resolve()}"
+    html = page.read_text()
+    assert "Tiny report" in html and "points seen: 2" in html and "How this page was made" in html
+    # The code stays in the notebook; the page loads nothing from the network.
+    assert "collect_frame(runs_dir" not in html and not re.search(r"<script[^>]*src=\"https?:", html)
+    # A failed report leaves no page from an earlier run behind.
+    (tmp_path / "tiny_report.ipynb").write_text((tmp_path / "tiny_report.ipynb").read_text().replace(
+        "print(f'points seen", "raise RuntimeError(f'points seen"))
+    shutil.rmtree(tmp_path / "runs" / "report")
+    res = CliRunner().invoke(app, ["run", "--experiments", str(tmp_path), "--grid", "main.yaml", "--grid",
+                                   "report.yaml", "--workers", "1"])
+    assert res.exit_code == 1 and not page.exists()
