@@ -37,12 +37,8 @@ Failures and lessons are never superseded and never supersede: a second failure 
 A candidate under min_importance is ignored. A pinned candidate ("remember that ...") that
 corroborates or duplicates sets evidence["pin"] = True.
 
-Forget commands target exactly what they name (`forget_actions`): by entity and slot (exact before
-contained before similar), by marks (every memory holding the names or numbers the request
-names: "the Calloway interview"), by all of the request's content words, or by cosine >=
-duplicate_threshold. "old" / "previous" spare the newest match; a request for everything, or for
-everything about the user, is refused as too broad; when nothing matches the action is "ignore"
-with reason "nothing matched" and the nearest memories as evidence.
+Forget commands target exactly what they name (`mnemo.forgetting`: by slot, marks, words, never a
+guess); the judges are in `mnemo.judge`.
 
 `because` links: a candidate with a cause ("because the migration failed") is linked to the
 failure it names (see `_link_causes`).
