@@ -76,8 +76,8 @@ def forget_actions(r: Any, base: dict[str, Any]) -> list[Action]:
             named = [f for f in named if not f[1].startswith("entity+slot")]
             break
         if tier:
-            # A named slot is precise: loose word and similarity matches no longer count, named values do.
-            named = tier + [f for f in named if f[1] in ("value", "marks")]
+            # A named slot is precise: loose word, name and similarity matches no longer count, named values do.
+            named = tier + [f for f in named if f[1] == "value"]
             break
     qualifier = spec.get("qualifier")
     if qualifier in ("old", "previous", "former", "current", "new") and named:

@@ -246,7 +246,8 @@ def sentences(text: str) -> list[str]:
     for line in text.splitlines():
         merged: list[str] = []
         for part in re.split(r"(?<=[!?])\s+|(?<=\.)\s+(?=[\"'(]?[A-Z0-9])", line.strip()):
-            if merged and _ABBREV.search(merged[-1]):
+            # "Dr." and an initial ("Charles M. Schulz") do not end a sentence.
+            if merged and (_ABBREV.search(merged[-1]) or re.search(r"(?:^|\s)[A-Z]\.$", merged[-1])):
                 merged[-1] += " " + part
             elif part:
                 merged.append(part)

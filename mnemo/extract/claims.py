@@ -182,6 +182,11 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
             relation = True
             phrase = relation_phrase(c, vtype)
             value_tokens = c.value
+            maker = _made(c, subj_entity, mentions)
+            if maker is not None:
+                # "Yasushi Akimoto founded AKB48" and "AKB48 was founded by X" are one claim about AKB48.
+                subj_entity, value_tokens, phrase = maker
+                inverted = inverted or ((subj_entity, []), value_tokens)
             vtype = value_type(c.verb.doc[value_tokens[0].i:value_tokens[-1].i + 1]) if value_tokens else "none"
     value_tokens = value_tokens if inverted is not None or (owner_slot is not None and c.verb.lemma_ == "have") \
         else c.value
@@ -196,6 +201,9 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         noun, value_tokens = counted
         phrase, relation, vtype = noun.lemma_.lower(), False, "number"
     slot, single, table_category = canonical_slot(phrase, vtype, relation=relation)
+    if relation and phrase == f"{c.verb.lemma_.lower()}_by" and c.verb.lemma_.lower() in lexicon.words("maker_verbs"):
+        # A made thing has one maker: a new one replaces the old.
+        single = True
     if relation and vtype in MEASURED - {"number"}:
         # A relation measured by an amount, a date or a time holds one value at a time ("owes £850").
         single = True
@@ -364,12 +372,41 @@ def _separate(built: list[Built]) -> list[Built]:
     return out
 
 
+def _made(c: Clause, subject: Entity, mentions: Mentions) -> tuple[Entity, list[Token], str] | None:
+    """Return (made thing, maker tokens, "<verb>_by") for an active clause of a maker verb, else None.
+
+    Only a third party's making is turned around ("Microsoft developed X"); what the user or the
+    team makes stays theirs ("I wrote a novel").
+    """
+    lemma = c.verb.lemma_.lower()
+    if lemma not in lexicon.words("maker_verbs") or c.subject is None or subject.key in ("user", "team", None):
+        return None
+    if c.subject.pos_ not in ("PROPN", "NOUN") or any(k.dep_ == "auxpass" for k in c.verb.children):
+        return None
+    obj = next((k for k in c.verb.children if k.dep_ == "dobj"), None)
+    if obj is None or not (obj.pos_ == "PROPN" or any(t.pos_ == "PROPN" for t in subtree(obj))):
+        return None
+    made = entity_of(obj, mentions)
+    if made.key is None:
+        return None
+    return made, [t for t in subtree(c.subject) if t.dep_ != "det"], f"{lemma}_by"
+
+
 def _inverted(c: Clause, mentions: Mentions) -> tuple[tuple[Entity, list[Token]], list[Token]] | None:
     """Return ((owner, slot words), value) for "X is my Y", which says what "my Y is X" says."""
     if not c.copula or c.subject is None or c.subject.pos_ == "PRON" or not c.value:
         return None
     ids = {t.i for t in c.value}
     head = next((t for t in c.value if t.head.i not in ids), None)
+    if head is not None and head.pos_ == "NOUN" and c.subject.pos_ == "PROPN" and any(
+            k.dep_ == "det" and k.lower_ == "the" for k in head.children):
+        # "Eddie Howe is the head coach of AFC Bournemouth" says "the head coach of AFC Bournemouth is Eddie Howe".
+        of = next((k for k in head.children if k.dep_ == "prep" and k.lower_ == "of"), None)
+        pobj = next((x for x in of.children if x.dep_ == "pobj"), None) if of is not None else None
+        if pobj is not None and pobj.pos_ in ("PROPN", "NUM") or pobj is not None and any(
+                x.pos_ == "PROPN" for x in subtree(pobj)):
+            words = [w for w in [*modifiers(head), head] if w.lower_ not in NOT_KIND] or [head]
+            return (entity_of(pobj, mentions), words), [t for t in subtree(c.subject) if t.dep_ != "det"]
     if head is None or head.pos_ not in ("NOUN", "ADJ") or not any(k.dep_ == "poss" for k in head.children) or any(
             k.dep_ == "poss" for k in c.subject.children):
         return None
@@ -517,7 +554,7 @@ def _category(c: Clause, slot: str, entity: Entity, table_category: str | None, 
         return "routine"
     if table_category:
         return "fact" if table_category == "role" else table_category
-    if c.verb.tag_ == "VBD" and not c.copula and not c.change:
+    if c.verb.tag_ == "VBD" and not c.copula and not c.change and c.verb.lemma_ not in lexicon.words("maker_verbs"):
         return "event"
     if entity.key == "user" and c.copula:
         return "profile"

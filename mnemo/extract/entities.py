@@ -159,7 +159,8 @@ def entity_of(tok: Token, mentions: Mentions) -> Entity:
             return Entity(None, f"{owner.display} {own}")
         return Entity(f"{owner.key}'s {own}", f"{owner.display}'s {own}", looks_human(tok))
     if tok.pos_ == "PROPN":
-        names = [t for t in subtree(tok) if t.pos_ == "PROPN" or t.dep_ in ("compound", "flat") or t.lower_ == "&"]
+        names = [t for t in subtree(tok) if t.pos_ == "PROPN" or t.dep_ in ("compound", "flat") or t.lower_ == "&"
+                 or t.dep_ == "nummod" and t.i < tok.i and t.head.i == tok.i]
         amp = any(t.lower_ == "&" for t in names)
         # "Pelham & Rook" is one name; "Tom and Ana" are two people.
         names = [t for t in names if t.i <= tok.i + 3 and (t.dep_ not in ("appos", "conj") or amp and t.dep_ == "conj")]

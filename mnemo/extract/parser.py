@@ -14,6 +14,8 @@ before tagging, so the tagger sees one noun (the small model reads "the team lea
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
@@ -96,11 +98,33 @@ def parser_name() -> str:
     return f"spacy-{nlp.meta['mnemo_spacy_version']}/en_core_web_sm-{nlp.meta.get('version', '?')}"
 
 
+# The last texts parsed, kept parsed: a turn is read again as the next turn's context.
+_RECENT: OrderedDict[str, Any] = OrderedDict()
+RECENT_SIZE = 256
+_LOCK = threading.Lock()
+
+
 def parse(texts: Iterable[str]) -> list[Any]:
-    """Return one parsed spaCy Doc per text, in order (batched through nlp.pipe)."""
-    return list(_nlp().pipe(list(texts), batch_size=BATCH))
+    """Return one parsed spaCy Doc per text, in order (batched through nlp.pipe; recent texts reused).
+
+    Docs are shared between callers and must be treated as read-only.
+    """
+    texts = list(texts)
+    nlp = _nlp()
+    # One parse at a time: the cache is shared by the threads of a server, and spaCy runs on the GIL anyway.
+    with _LOCK:
+        todo = [t for t in dict.fromkeys(texts) if t not in _RECENT]
+        for text, doc in zip(todo, nlp.pipe(todo, batch_size=BATCH), strict=True):
+            _RECENT[text] = doc
+        out = []
+        for text in texts:
+            _RECENT.move_to_end(text)
+            out.append(_RECENT[text])
+        while len(_RECENT) > RECENT_SIZE:
+            _RECENT.popitem(last=False)
+    return out
 
 
 def parse_one(text: str) -> Any:
     """Return the parsed spaCy Doc of one text."""
-    return _nlp()(text)
+    return parse([text])[0]

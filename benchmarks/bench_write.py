@@ -1,0 +1,146 @@
+"""The write path's cost: extraction throughput and the cost of `remember` per turn, before and after.
+
+    .venv/bin/python benchmarks/bench_write.py --out benchmarks/results/write.json
+    .venv/bin/python benchmarks/bench_write.py --before ../wt-before --out ...   # the same, side by side with a checkout
+    .venv/bin/python benchmarks/bench_write.py --table benchmarks/results/write.json
+
+Turns: the user turns of the shared LoCoMo conversations when MNEMO_DATA_DIR holds them, else
+the project's own scenarios. Each side (this checkout, and with `--before` another checkout of
+mnemo) runs in its own subprocess with the same turns, the same embedder and the same machine:
+
+* extract: turns / s and sentences / s of the offline extractor alone (`extract_offline`), after
+  one warm-up turn (the parser's load is reported separately as `load_s`);
+* remember: the median and p95 milliseconds of `Memory.remember` per turn on an in-memory store
+  already holding N memories of other users (N = 0, 1k, 10k; bulk-added, so the store size is
+  what varies, not the user's own history), and turns / s over the run.
+
+Ratios in the table are after / before, measured in the same invocation, one side after the
+other (not interleaved: each side loads its own parser).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def turns(limit: int) -> list[str]:
+    """Return up to `limit` user turns: LoCoMo's shared conversations if present, else the project's scenarios."""
+    data = os.environ.get("MNEMO_DATA_DIR")
+    path = Path(data) / "locomo" / "locomo10_shared_8conv.json" if data else None
+    out: list[str] = []
+    if path is not None and path.exists():
+        for conv in json.loads(path.read_text()):
+            c = conv["conversation"]
+            for key in sorted((k for k in c if k.startswith("session_") and k.split("_")[-1].isdigit()),
+                              key=lambda k: int(k.split("_")[-1])):
+                out += [t["text"] for t in c[key] if t.get("text")]
+    else:
+        import yaml
+
+        for f in sorted((ROOT / "data" / "scenarios").glob("*.yaml")):
+            for s in yaml.safe_load(f.read_text())["sessions"]:
+                out += [t for t in s["turns"] if isinstance(t, str)]
+    return out[:limit]
+
+
+def side(root: str, embedder: str, n_turns: int, sizes: list[int]) -> dict:
+    """Run one side in a subprocess with `root` first on sys.path; return its measurements."""
+    code = f"""
+import json, statistics, sys, time
+sys.path.insert(0, {root!r})
+t0 = time.perf_counter()
+import mnemo
+from mnemo.extract import extract_offline
+extract_offline("I live in Lisbon.")
+load = time.perf_counter() - t0
+texts = json.loads(sys.stdin.read())
+t = time.perf_counter()
+claims = sum(len(extract_offline(x)) for x in texts)
+ex = time.perf_counter() - t
+from mnemo.normalise import sentences
+n_sent = sum(len(sentences(x)) for x in texts)
+out = {{"root": {root!r}, "mnemo": mnemo.__file__, "load_s": load, "turns": len(texts), "sentences": n_sent,
+        "claims": claims, "extract_turns_per_s": len(texts) / ex, "extract_sentences_per_s": n_sent / ex,
+        "remember": {{}}}}
+for size in {sizes!r}:
+    mem = mnemo.Memory.open(":memory:", embedder={embedder!r})
+    if size:
+        filler = [f"Filler memory number {{i}} about topic {{i % 97}}." for i in range(size)]
+        for k in range(0, size, 5000):
+            mem.add_many(filler[k:k + 5000], user="others")
+    mem.remember("I live in Lisbon.", user="u", session="s")
+    times = []
+    t = time.perf_counter()
+    for x in texts:
+        s = time.perf_counter()
+        mem.remember(x, user="u", session="s")
+        times.append((time.perf_counter() - s) * 1000)
+    total = time.perf_counter() - t
+    times.sort()
+    out["remember"][str(size)] = {{"p50_ms": statistics.median(times), "p95_ms": times[int(0.95 * (len(times) - 1))],
+                                  "turns_per_s": len(texts) / total, "memories": len(mem.memories("u"))}}
+    mem.close()
+print(json.dumps(out))
+"""
+    texts = turns(n_turns)
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
+                          env=env, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(report: dict) -> str:
+    """Return the report as a Markdown table: after, before and after / before per measure."""
+    after, before = report["after"], report.get("before")
+    rows = [("extract turns/s", "extract_turns_per_s"), ("extract sentences/s", "extract_sentences_per_s"),
+            ("parser load s", "load_s")]
+    lines = ["| measure | after | before | after / before |", "|---|---|---|---|"]
+    for label, key in rows:
+        b = before[key] if before else None
+        lines.append(f"| {label} | {after[key]:.1f} | {b:.1f} | {after[key] / b:.2f}x |" if b else
+                     f"| {label} | {after[key]:.1f} | - | - |")
+    for size, a in after["remember"].items():
+        b = before["remember"].get(size) if before else None
+        for label, key in (("p50 ms", "p50_ms"), ("p95 ms", "p95_ms"), ("turns/s", "turns_per_s")):
+            cell = f"| remember at {int(size):,} others, {label} | {a[key]:.1f} |"
+            lines.append(cell + (f" {b[key]:.1f} | {a[key] / b[key]:.2f}x |" if b else " - | - |"))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", help="another mnemo checkout to measure side by side")
+    ap.add_argument("--embedder", default="hash", help="hash | minilm")
+    ap.add_argument("--turns", type=int, default=400)
+    ap.add_argument("--sizes", default="0,1000,10000")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--table", type=Path, help="print the table of a saved report and exit")
+    args = ap.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    started = time.time()
+    report = {"embedder": args.embedder, "turns": args.turns, "sizes": sizes,
+              "load_before": os.getloadavg(), "after": side(str(ROOT), args.embedder, args.turns, sizes)}
+    if args.before:
+        report["before"] = side(str(Path(args.before).resolve()), args.embedder, args.turns, sizes)
+    report["load_after"], report["wall_s"] = os.getloadavg(), time.time() - started
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2))
+    print(table(report))
+    print(f"median of per-turn times; load average {report['load_before'][0]:.1f} -> {report['load_after'][0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
