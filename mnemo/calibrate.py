@@ -470,3 +470,62 @@ def write_recipe(name: str, params: dict[str, Any], provenance: dict[str, Any], 
     if target.resolve() == RECIPE_DIR.resolve():
         recipe(name)
     return path
+
+
+# ----------------------------------------------------------------- write thresholds on the write-path benchmark
+WRITE_GRID = {"duplicate_threshold": (0.92, 0.96), "arbitration_low": (0.7, 0.8), "slot_threshold": (0.7, 0.8, 0.9)}
+# The write-path rates one objective averages (mnemo.eval.bench_writes defines each); collateral subtracts.
+WRITE_RATES = ("duplicate_precision", "paraphrase_handled", "correction_recall", "correction_precision",
+               "negative_kept", "negation_handled", "forget_precision", "forget_recall")
+
+
+def grid_points(grid: dict[str, Sequence[float]]) -> list[dict[str, float]]:
+    """Return every combination of a grid of parameter values, in a stable order."""
+    points: list[dict[str, float]] = [{}]
+    for name, values in grid.items():
+        points = [{**p, name: float(v)} for p in points for v in values]
+    return points
+
+
+def write_objective(headline: dict[str, float]) -> float:
+    """Return one number for a write-path headline: the mean of WRITE_RATES (a missing rate counts 0) minus collateral.
+
+    Every rate is in [0, 1] and higher is better; collateral (memories lost beside a forget) is
+    subtracted whole, so losing what should survive costs as much as any rate.
+    """
+    rates = [headline.get(k) for k in WRITE_RATES]
+    mean = sum(0.0 if v is None or v != v else float(v) for v in rates) / len(rates)
+    collateral = headline.get("collateral")
+    return mean - (0.0 if collateral is None or collateral != collateral else float(collateral))
+
+
+def best_on_dev(points: Sequence[dict[str, Any]], default: dict[str, float]) -> dict[str, float]:
+    """Return the params of the point with the best dev objective (ties: the one nearest the default)."""
+    def distance(p: dict[str, float]) -> float:
+        return sum(abs(p[k] - default.get(k, p[k])) for k in p)
+
+    best = max(points, key=lambda pt: (round(write_objective(pt["dev"]), 6), -distance(pt["params"])))
+    return dict(best["params"])
+
+
+def choose_write_params(points: Sequence[dict[str, Any]], default: dict[str, float]) -> dict[str, Any]:
+    """Return the write thresholds chosen on the dev split, kept only if they beat the default on the test split.
+
+    `points`: one per grid point, {"params", "dev", "test"} with the write-path headlines of each
+    split ("test" may be None for points not checked there). The point with the best dev objective
+    is chosen (ties: the one nearest the default). It ships when its test objective is above the
+    default's; else the default stays, with the rule saying so.
+    """
+    scored = [{**pt, "dev_objective": write_objective(pt["dev"])} for pt in points]
+    best = next(pt for pt in scored if pt["params"] == best_on_dev(points, default))
+    base = next((pt for pt in scored if all(abs(pt["params"][k] - default[k]) < 1e-9 for k in pt["params"])), None)
+    if base is None or base.get("test") is None or best.get("test") is None:
+        raise ConfigError("choose_write_params needs the default point and the chosen point checked on the test split")
+    chosen_test, default_test = write_objective(best["test"]), write_objective(base["test"])
+    ships = chosen_test > default_test and best is not base
+    return {"params": dict(best["params"]) if ships else {k: default[k] for k in best["params"]},
+            "chosen": dict(best["params"]), "dev_objective": best["dev_objective"],
+            "test_objective": chosen_test, "default_test_objective": default_test,
+            "rule": ("beats the default on the test split" if ships else
+                     "unmet: the dev choice does not beat the default on the test split; default kept"),
+            "points": [{**pt["params"], "dev_objective": pt["dev_objective"]} for pt in scored]}

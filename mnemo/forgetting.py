@@ -69,7 +69,7 @@ def forget_actions(r: Any, base: dict[str, Any]) -> list[Action]:
              for why in [names(c, a[j], float(r.sims[j]), cfg.duplicate_threshold, float(r.slot_sims[j]),
                                 cfg.slot_threshold)] if why]
     # A slot named exactly takes precedence over slots that only contain it, which beat similar ones.
-    for level in ("exact", "prefix", "qualified", "similar", "family"):
+    for level in ("exact", "prefix", "derived", "qualified", "similar", "family"):
         tier = [f for f in named if f[1] == f"entity+slot ({level})"]
         if level == "qualified" and len({a[j].attribute for j, _ in tier}) > 1:
             # "forget my address" with a home and an office address stored: unsure, so nothing is taken.

@@ -95,6 +95,7 @@ def slot_match(a: str | None, b: str | None, similarity: float = 0.0, threshold:
     "qualified": one slot ends the other ("address" and "home_address", "email" and
     "personal_email"): the longer one adds a qualifier, so it may be one of several kinds; a
     forget request may name it, a new value never replaces it.
+    "derived": an agent noun and the passive relation of its verb ("creator" and "create_by").
     """
     if not a or not b:
         return None
@@ -107,9 +108,24 @@ def slot_match(a: str | None, b: str | None, similarity: float = 0.0, threshold:
             return "prefix"
         if long_[-len(short):] == short:
             return "qualified"
+    if _agent_of(la, lb) or _agent_of(lb, la):
+        return "derived"
     if similarity >= threshold:
         return "similar"
     return None
+
+
+def _agent_of(noun: list[str], relation: list[str]) -> bool:
+    """Return True when a one-word slot is the agent noun of a passive relation ("creator" and "create_by").
+
+    English makes agent nouns from verbs with -er / -or / -r: creator, performer, developer,
+    founder, owner, publisher.
+    """
+    if len(noun) != 1 or len(relation) != 2 or relation[1] != "by":
+        return False
+    verb, agent = relation[0], noun[0]
+    stems = {verb, verb.rstrip("e"), verb + verb[-1]}
+    return any(agent in (f"{v}er", f"{v}or", f"{v}r") for v in stems)
 
 
 def head_word(value: str | None) -> str | None:

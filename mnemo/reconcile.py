@@ -108,7 +108,7 @@ def _aligned(r: _Row, js: list[int], qualified: bool = False) -> list[tuple[int,
     ("email" in "personal email" and "work email") are ambiguous: none is returned.
     """
     found = [(j, level) for j in js for level in [r.slot(j)] if level and (qualified or level != "qualified")]
-    for level in ("exact", "prefix", "similar", "qualified"):
+    for level in ("exact", "prefix", "derived", "similar", "qualified"):
         group = [(j, lv) for j, lv in found if lv == level]
         if not group:
             continue

@@ -166,3 +166,28 @@ def test_the_committed_calibrated_recipe_loads_with_its_provenance():
     assert cfg.write.arbitration_low < cfg.write.duplicate_threshold
     prov = data["provenance"]
     assert prov["embedder"] and prov["git_commit"] and set(prov["heldout"]) >= {"pairs", "bands", "trust"}
+
+
+def _headline(value: float, collateral: float = 0.0) -> dict:
+    return {**dict.fromkeys(calibrate.WRITE_RATES, value), "collateral": collateral}
+
+
+def test_write_objective_rewards_rates_and_charges_collateral():
+    assert calibrate.write_objective(_headline(1.0)) == 1.0
+    assert calibrate.write_objective(_headline(1.0, collateral=0.5)) == 0.5
+    assert calibrate.write_objective({"duplicate_precision": float("nan")}) == 0.0
+
+
+def test_write_params_ship_only_when_the_test_split_agrees():
+    default = {"duplicate_threshold": 0.92, "slot_threshold": 0.8}
+    grid = calibrate.grid_points({"duplicate_threshold": (0.88, 0.92), "slot_threshold": (0.8,)})
+    assert [p["duplicate_threshold"] for p in grid] == [0.88, 0.92]
+    good = [{"params": grid[0], "dev": _headline(0.9), "test": _headline(0.85)},
+            {"params": grid[1], "dev": _headline(0.8), "test": _headline(0.8)}]
+    chosen = calibrate.choose_write_params(good, default)
+    assert chosen["params"]["duplicate_threshold"] == 0.88 and chosen["rule"].startswith("beats")
+    # The same dev choice, worse on the held-out test split: the default stays, and says why.
+    bad = [{**good[0], "test": _headline(0.7)}, good[1]]
+    kept = calibrate.choose_write_params(bad, default)
+    assert kept["params"] == default and kept["chosen"]["duplicate_threshold"] == 0.88
+    assert kept["rule"].startswith("unmet")

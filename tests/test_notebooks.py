@@ -91,7 +91,8 @@ def tiny_params(folder: Path) -> dict[str, dict]:
         "20_decay_simulation": {"days": 56, "personas": 1, "trivia_per_session": 1, "queries_per_session": 1},
         "30_calibration": {"embedder": "hash", "recipe_dir": ".", "recipe_name": "smoke", "scenarios": 3,
                            "locomo_conversations": locomo, "locomo_questions": 12, "foreign_questions": 6,
-                           "pairs_path": str(pair_file), "trust_path": str(trust_file)},
+                           "pairs_path": str(pair_file), "trust_path": str(trust_file),
+                           "write_examples_per_family": 1 if locomo else 0},
         "40_benchmark_report": {"embedder": "hash", "recipes": "default,dense", "scenarios": 2, "baselines": True,
                                 "trust_recipes": "", "locomo_conversations": 0, "runs_dir": ""},
     }

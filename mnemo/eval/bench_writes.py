@@ -265,10 +265,11 @@ def score(ex: WriteExample, held: Sequence[Held] | BaseException) -> dict[str, A
 
 def run_writes(recipes: Sequence[str] = ("default",), *, split: str = "test", limit: int | None = None,
                embedder: Any = "minilm", llm: Any = "offline", progress: Progress | None = None,
-               examples: WriteSet | None = None) -> Any:
+               examples: WriteSet | None = None, configs: dict[str, Any] | None = None) -> Any:
     """Return a `bench.BenchResult` of the write-path examples of `split`, one row per example and recipe.
 
-    `limit` keeps the first N examples of each family (per split). Examples run CHUNK to a fresh
+    `limit` keeps the first N examples of each family (per split). `configs` ({name: Config}) runs
+    those configurations instead of the named recipes (the calibration notebook's grid). Examples run CHUNK to a fresh
     `Memory.open(":memory:")` (one embedder and model client for the run), each under its own
     user, on a simulated clock. Provenance records each recipe's memory and the `meta["extractor"]`
     of every memory written (which extractor answered), counted.
@@ -286,7 +287,7 @@ def run_writes(recipes: Sequence[str] = ("default",), *, split: str = "test", li
         todo = first_per_family(todo, limit)
     if not todo:
         raise ConfigError(f"no write-path examples in split {split!r}")
-    configs = {r: recipe(r) for r in recipes}
+    configs = dict(configs) if configs else {r: recipe(r) for r in recipes}
     emb, client = CachedEmbedder(make_embedder(embedder)), connect(llm)
     rows: list[dict[str, Any]] = []
     provenance: dict[str, Any] = {}

@@ -182,6 +182,12 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
             relation = True
             phrase = relation_phrase(c, vtype)
             value_tokens = c.value
+            named = None if c.verb.lemma_ in lexicon.words("preference_verbs") else _named_kind(value_tokens)
+            if named is not None:
+                # "plays the position of goalkeeper", "is associated with the sport of X": the noun names the slot.
+                slot_noun, value_tokens = named
+                phrase, relation = slot_words_key([*modifiers(slot_noun), slot_noun]), False
+                inverted = inverted or ((subj_entity, []), value_tokens)
             maker = _made(c, subj_entity, mentions)
             if maker is not None:
                 # "Yasushi Akimoto founded AKB48" and "AKB48 was founded by X" are one claim about AKB48.
@@ -370,6 +376,19 @@ def _separate(built: list[Built]) -> list[Built]:
                       b.relation)
         out.append(b)
     return out
+
+
+def _named_kind(value: list[Token]) -> tuple[Token, list[Token]] | None:
+    """Return (noun, value tokens) for a value "the <noun> of <Y>" that names its own kind, else None."""
+    ids = {t.i for t in value}
+    head = next((t for t in value if t.head.i not in ids), None)
+    if head is None or head.pos_ != "NOUN" or not any(k.dep_ == "det" and k.lower_ == "the" for k in head.children):
+        return None
+    of = next((k for k in head.children if k.dep_ == "prep" and k.lower_ == "of"), None)
+    pobj = next((x for x in of.children if x.dep_ == "pobj"), None) if of is not None else None
+    if pobj is None:
+        return None
+    return head, [t for t in subtree(pobj) if t.dep_ != "det" or t.head.i != pobj.i]
 
 
 def _made(c: Clause, subject: Entity, mentions: Mentions) -> tuple[Entity, list[Token], str] | None:

@@ -89,7 +89,21 @@ def _is_clause_head(tok: Token) -> bool:
     return tok.pos_ in ("VERB", "AUX") or _subject_of(tok) is not None
 
 
-def heads(sent: Any) -> list[tuple[Token, Token | None]]:
+def truth_frame(sent: Any) -> tuple[Token, bool] | None:
+    """Return (the embedded clause, whether it is denied) for "it is (not) true / false that S", else None."""
+    root = sent.root
+    if root.lemma_ != "be" or not any(c.dep_ in ("nsubj", "expl") and c.lower_ == "it" for c in root.children):
+        return None
+    judged = next((c for c in root.children if c.dep_ in ("acomp", "attr") and c.lemma_.lower() in
+                   ("true", "false", "correct", "wrong", "untrue", "case", "right")), None)
+    inner = next((c for c in root.children if c.dep_ == "ccomp"), None)
+    if judged is None or inner is None:
+        return None
+    denied = any(c.dep_ == "neg" for c in root.children) != (judged.lemma_.lower() in ("false", "wrong", "untrue"))
+    return inner, denied
+
+
+def heads(sent: Any, root: Token | None = None) -> list[tuple[Token, Token | None]]:
     """Return (clause head, inherited subject) for the clauses of a sentence, in order.
 
     The root comes first; a verb conjoined to a clause head shares its subject when it has
@@ -97,7 +111,7 @@ def heads(sent: Any) -> list[tuple[Token, Token | None]]:
     at home") replaces the reporting clause; relative clauses come with their noun.
     """
     out: list[tuple[Token, Token | None]] = []
-    root = sent.root
+    root = root if root is not None else sent.root
 
     def visit(tok: Token, inherited: Token | None) -> None:
         own = _subject_of(tok)

@@ -38,7 +38,7 @@ from ..model import Candidate, Turn
 from ..normalise import canonical_attribute, canonical_subject, chitchat, content_tokens, sentences
 from . import claims as claims_mod
 from . import entities, slots
-from .clauses import analyse, heads
+from .clauses import analyse, heads, truth_frame
 from .commands import POINTER, command_verb, forget_request, target
 from .parser import parse
 from .render import render
@@ -286,7 +286,9 @@ def _says_something(c: Any) -> bool:
 def _statement(sent: Any, source: str, st: TurnState, speaker: str | None) -> list[Candidate]:
     """Return the claims of one declarative sentence (see the module docstring)."""
     _named(sent, st, before_pronouns=True)
-    all_heads = heads(sent)
+    frame = truth_frame(sent)
+    # "It is not true that S" says S is false: S's claims, denied.
+    all_heads = heads(sent, frame[0]) if frame else heads(sent)
     skip = {h.i for h, _ in all_heads}
     out: list[Candidate] = []
     for head, inherited in all_heads:
@@ -310,6 +312,12 @@ def _statement(sent: Any, source: str, st: TurnState, speaker: str | None) -> li
             failed = replace(failed, category="failure", kind="episodic", cause=None, single_valued=False,
                              meta={**failed.meta, "from_cause": True, "rule": "failure.cause"})
             out.insert(len(out) - 1, failed)
+    _named(sent, st)
+    if frame and frame[1]:
+        said = render(list(sent))
+        out = [replace(c, negated=not c.negated, single_valued=False, text=said,
+                       meta={**c.meta, "negated": not c.negated, "denied": True, "marks": sorted(marks(said))})
+               for c in out]
     return out
 
 
