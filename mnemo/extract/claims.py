@@ -33,6 +33,7 @@ from typing import Any
 from .. import lexicon
 from ..model import Candidate
 from ..normalise import normalise_value, parse_date
+from .categories import BASE_IMPORTANCE, KIND_OF, category_of
 from .clauses import Clause, subtree
 from .entities import (
     NOT_KIND,
@@ -66,30 +67,6 @@ Token = Any
 
 
 EXTRACTOR = "offline-parser-v2"
-
-
-KIND_OF = {"profile": "semantic", "preference": "semantic", "fact": "semantic", "deadline": "semantic",
-           "note": "semantic", "decision": "procedural", "change": "procedural", "instruction": "procedural",
-           "routine": "procedural", "lesson": "procedural", "event": "episodic", "failure": "episodic"}
-
-
-BASE_IMPORTANCE = {"profile": 0.7, "preference": 0.6, "fact": 0.55, "deadline": 0.7, "decision": 0.6,
-                   "instruction": 0.7, "failure": 0.6, "lesson": 0.7, "routine": 0.5, "event": 0.4, "change": 0.55,
-                   "note": 0.3}
-
-
-_ROUTINE = re.compile(r"\b(?:every|each)\s+\w+|\bon\s+(?:mon|tues|wednes|thurs|fri|satur|sun)days\b|\b(?:usually|"
-                      r"normally|typically|always|often|generally)\b", re.I)
-
-
-_LESSON = re.compile(r"\blessons? learn(?:ed|t)\b|\bnext time\b|\bwe learn(?:ed|t) that\b|\bin future\b", re.I)
-
-
-_TRANSIENT = re.compile(r"\bright now\b|\bat the moment\b|\btonight\b|\bthis (?:morning|afternoon|evening)\b",
-                        re.I)
-
-
-_DECIDE = frozenset("decide agree choose settle opt pick commit".split())
 
 
 def _value_text(tokens: list[Token]) -> str:
@@ -239,7 +216,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
     tokens = c.tokens
     if c.relative_of is not None:
         tokens, replace = _relative(c, mentions, replace)
-    category = _category(c, slot, subj_entity, table_category, vtype)
+    category = category_of(c, slot, subj_entity, table_category, vtype)
     frame = _Frame(c, subj_entity, slot, single, category, phrase, source, now, _about(c, subj_entity, mentions))
     out: list[Built] = []
     parts = _conjuncts(value_tokens) if not single or relation else [value_tokens]
@@ -543,41 +520,6 @@ def _named_objects(value: list[Token], entity: Entity, source: str) -> list[Buil
             owned = Entity(f"{entity.key}'s {t.head.lemma_.lower()}", f"{entity.display}'s {t.head.lemma_.lower()}")
             out.extend(_appositive_names(None, owned, source, name=span_text(subtree(name))))
     return out
-
-
-def _category(c: Clause, slot: str, entity: Entity, table_category: str | None, vtype: str) -> str:
-    """Return the memory category of a claim from its construction, slot and words."""
-    cause = {t.i for t in c.cause}
-    own = [t for t in c.tokens if t.i not in cause]
-    lemmas = {t.lemma_.lower() for t in own}
-    relation = f"{c.verb.lemma_.lower()}_{c.particle}" if c.particle else c.verb.lemma_.lower()
-    text = " ".join(t.text for t in own)
-    if (lemmas | {relation}) & lexicon.words("failure_words") and not c.negated:
-        return "failure"
-    if _LESSON.search(text):
-        return "lesson"
-    if c.imperative:
-        return "instruction"
-    if _TRANSIENT.search(text) and not c.change:
-        # "I'm at the airport right now": a state of the moment, kept as an episode that fades.
-        return "event"
-    if c.verb.lemma_ in _DECIDE or c.aspect == "intend" and entity.key in ("team",):
-        return "decision"
-    if c.verb.lemma_ in lexicon.words("preference_verbs") or slot in ("preferred_name", "diet") or (
-            {"favourite", "favorite"} & set(slot.split("_"))) or (
-            "rather" in lemmas and any(t.lower_ in ("would", "'d") for t in c.tokens)):
-        return "preference"
-    if slot == "deadline" or any(t.lower_ == "due" for t in c.tokens):
-        return "deadline"
-    if _ROUTINE.search(text):
-        return "routine"
-    if table_category:
-        return "fact" if table_category == "role" else table_category
-    if c.verb.tag_ == "VBD" and not c.copula and not c.change and c.verb.lemma_ not in lexicon.words("maker_verbs"):
-        return "event"
-    if entity.key == "user" and c.copula:
-        return "profile"
-    return "fact"
 
 
 def _relative(c: Clause, mentions: Mentions, replace: dict[int, str]) -> tuple[list[Token], dict[int, str]]:

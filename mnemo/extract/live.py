@@ -24,7 +24,7 @@ from ..normalise import (
     normalise_value,
     parse_date,
 )
-from .claims import KIND_OF
+from .categories import KIND_OF
 from .turns import allows_forget, extract_offline, finalise
 from .values import marks, value_type
 
