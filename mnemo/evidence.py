@@ -11,9 +11,12 @@ another entity named by a number or an identifier ("flat 2" when the question as
 "flat 5") *conflicts*: it must not be ranked as if it answered.
 
 The verdict comes from that evidence first: an answering memory in the pack is "certain"; a
-question about a particular entity that no packed memory is about, or naming a thing no packed
-memory mentions ("room 216", "Calloway Partners"), is "unknown" whatever the word overlap; the
-rest falls back to the calibrated score thresholds (dense cosine and query coverage).
+question about a particular entity (owned, named or numbered: "the user's mother", "flat 5")
+that no packed memory is about, or naming a thing no packed memory mentions ("room 216",
+"Calloway Partners"), is "unknown" whatever the word overlap; a request for a task ("can you
+recommend ...") is "vague" on half the evidence a question needs, since what the user prefers
+bears on it; the rest falls back to the calibrated score thresholds (dense cosine and query
+coverage).
 """
 
 from __future__ import annotations
@@ -118,10 +121,13 @@ def verdict(q, fits: Sequence[str], top_evidence: float, missing: Sequence[str],
         return "unknown", f"the record never mentions {', '.join(missing)}"
     if "answers" in fits:
         return "certain", f"a packed memory holds {q.slot or q.wants or 'the answer'} for {q.subject or 'the subject'}"
-    if q.specific and "entity" not in fits:
+    if q.pinned and "entity" not in fits:
         return "unknown", f"no packed memory is about {q.subject}"
     if top_evidence >= certain_at:
         return "certain", f"evidence {top_evidence:.2f} >= certain_at {certain_at}"
+    if q.request and top_evidence >= vague_at / 2:
+        # A task ("recommend a restaurant") is served by whatever the user prefers that bears on it.
+        return "vague", f"a request; evidence {top_evidence:.2f} of what bears on it"
     if top_evidence >= vague_at or ("entity" in fits and q.specific):
         return "vague", f"evidence {top_evidence:.2f}" + (" about the entity asked" if "entity" in fits else "")
     return "unknown", f"evidence {top_evidence:.2f} < vague_at {vague_at}"

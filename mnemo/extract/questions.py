@@ -41,6 +41,7 @@ class Ask:
     entities: tuple[str, ...] = field(default_factory=tuple)  # every entity key the question names
     names: tuple[str, ...] = field(default_factory=tuple)  # the entities it names by a proper name or a number
     parts: tuple[Ask, ...] = field(default_factory=tuple)  # the other parts of a question of several parts
+    request: bool = False  # a task ("can you recommend a restaurant?", "plan my week"), not a question of fact
 
     def each(self) -> tuple[Ask, ...]:
         """Return this reading and the readings of the question's other parts."""
@@ -50,6 +51,16 @@ class Ask:
     def specific(self) -> bool:
         """Return True when the question is about something in particular, not just the user or the team."""
         return bool(self.subject) and self.subject not in _SELF
+
+    @property
+    def pinned(self) -> bool:
+        """Return True when the subject is one particular thing: owned ("the user's mother"), named, or numbered.
+
+        A plain noun phrase ("the dashboard api") may be stored in other words; these may not.
+        """
+        if not self.specific:
+            return False
+        return "'s " in self.subject or hard(self.subject) or any(n in self.subject for n in self.names)
 
     @property
     def hard(self) -> bool:
@@ -93,6 +104,10 @@ def _ask_one(question: str) -> Ask:
             asked_noun = wh.head
         elif low in ("which", "what") and wh.i + 1 < len(doc) and doc[wh.i + 1].pos_ == "NOUN":
             asked_noun = doc[wh.i + 1]
+        elif low == "how" and wh.i + 2 < len(doc) and doc[wh.i + 1].lower_ in ("many", "much") and \
+                doc[wh.i + 2].pos_ == "NOUN":
+            # "how many commits": what is counted is asked for, not talked about.
+            asked_noun = doc[wh.i + 2]
     subject, slot_words, keys = None, None, []
     repaired = _verb_read_as_noun(doc, mentions)
     if repaired is not None:
@@ -135,7 +150,10 @@ def _ask_one(question: str) -> Ask:
     thing = next((t for t in doc if t.dep_ == "dobj" and t.pos_ in ("NOUN", "PROPN")
                   and (asked_noun is None or t.i != asked_noun.i)), None)
     if wants in ("place", "date", "time") and thing is not None and root.lemma_ not in ("be", "have"):
-        # "Where does the lab keep its primers?" asks about the primers, not the lab.
+        # "Where does the lab keep its primers?" asks about the primers, not the lab: the lab's primers.
+        subj = next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+        if subj is not None and subj.pos_ != "PRON":
+            mentions.add(entities.entity_of(subj, mentions))
         found = entities.entity_of(thing, mentions)
         key = found.key or canonical_subject(entities.span_text([*entities.modifiers(thing), thing]))
         if key:
@@ -145,8 +163,11 @@ def _ask_one(question: str) -> Ask:
         subject = keys[0]
     slot, phrase = None, None
     related = _relation_slot(doc, wants)
-    if asked_noun is not None:
-        slot_words = [*entities.modifiers(asked_noun), asked_noun]
+    counted = wh is not None and wh.lower_ == "how"
+    if asked_noun is not None and not counted:
+        # "which city" names a slot; "how many hives" names what is counted, and the number is the answer.
+        slot_words = [w for w in [*entities.modifiers(asked_noun), asked_noun]
+                      if w.lower_ not in ("what", "which")]
     if related[0] is not None and related[0] != (related[1] or "").replace(" ", "_") and not (
             slot_words and asks_attribute):
         # A verb or adjective the slot table knows ("live in", "allergic to") names the slot better than the
@@ -158,8 +179,11 @@ def _ask_one(question: str) -> Ask:
     else:
         slot, phrase = _relation_slot(doc, wants)
     names = _names(doc) + [e for e in keys if e and hard(e) and not any(e in n for n in _names(doc))]
+    request = wh is None and (root.tag_ == "VB" and not any(c.dep_ in ("nsubj", "nsubjpass") for c in root.children)
+                              or any(c.dep_ == "nsubj" and c.lower_ == "you" for c in root.children))
     return Ask(question, subject=_canonical(subject), slot=slot, slot_phrase=phrase, wants=wants,
-               entities=tuple(dict.fromkeys(e for e in keys if e)), names=tuple(dict.fromkeys(names)))
+               entities=tuple(dict.fromkeys(e for e in keys if e)), names=tuple(dict.fromkeys(names)),
+               request=request)
 
 
 def _names(doc: Any) -> list[str]:
@@ -242,4 +266,4 @@ def _canonical(key: str | None) -> str | None:
 def describe(q: Ask) -> dict[str, Any]:
     """Return the question's reading as plain values, for a recall's provenance and trace."""
     return {"subject": q.subject, "slot": q.slot, "slot_phrase": q.slot_phrase, "wants": q.wants,
-            "entities": list(q.entities), "names": list(q.names)}
+            "entities": list(q.entities), "names": list(q.names), "request": q.request}
