@@ -162,6 +162,35 @@ def veto(scored: list[Scored]) -> tuple[list[Scored], list[TraceEntry]]:
     return kept, [vetoed[s.memory.id] for s in scored if s.memory.id in vetoed]
 
 
+def current_first(scored: list[Scored]) -> list[Scored]:
+    """Return the candidates with, for each (subject, slot), the newest statement ranked above older ones.
+
+    The veto removes what a single-valued slot no longer holds; text that was never reconciled
+    (a long chat written as episodes, a multi-valued slot) can still hold an older value of the
+    same slot. There the newest statement takes the best score of its group and the older ones
+    keep theirs, so the current value comes first and the history after it.
+    """
+    groups: dict[tuple[str, str, str], list[Scored]] = {}
+    for s in scored:
+        m = s.memory
+        if m.active and m.subject and m.attribute and m.value is not None:
+            groups.setdefault((m.user, m.subject.casefold(), m.attribute.casefold()), []).append(s)
+    lift: dict[str, float] = {}
+    for group in groups.values():
+        if len({_norm(s.memory.value) for s in group}) < 2:
+            continue
+        newest = max(group, key=lambda s: _newness(s.memory))
+        best = max(s.score for s in group)
+        if newest.score < best:
+            lift[newest.memory.id] = best + 1e-6
+    if not lift:
+        return scored
+    out = [replace(s, score=lift.get(s.memory.id, s.score), scores={**s.scores, "current_first": 1.0})
+           if s.memory.id in lift else s for s in scored]
+    out.sort(key=lambda s: (-s.score, s.memory.id))
+    return out
+
+
 def _norm(value: str | None) -> str:
     return " ".join((value or "").casefold().split())
 
@@ -438,6 +467,7 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     everyone = list({m.id: m for m in candidates + pins}.values())
     counts = dict(zip([m.id for m in everyone], count_many([m.text for m in everyone]), strict=True))
     scored, vetoed = veto(score(everyone, fused, now, cfg, decay_cfg, counts))
+    scored = current_first(scored)
     pin_ids = {m.id for m in pins}
     packed, trace = pack([s for s in scored if s.memory.id not in pin_ids], budget, cfg,
                          [s for s in scored if s.memory.id in pin_ids])

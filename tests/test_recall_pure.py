@@ -543,3 +543,18 @@ def test_make_room_never_evicts_the_answer_for_another_memorys_history():
     note = Packed(mem("old-city"), 0.0, 10, note="corrected from 'Berlin' (not current)")
     packed, kept, evicted = make_room([carrier, answer], [note], [10], [Link("city", "old-city", "supersedes")], 20)
     assert [p.id for p in packed] == ["city", "employer"] and kept == [] and evicted == {}
+
+
+def test_the_newest_statement_of_a_slot_ranks_first():
+    from mnemo.recall import current_first
+
+    def sc(mid, value, day, score):
+        m = MemoryRecord(id=mid, user="u", text=f"The user drinks {value}.", subject="user", attribute="drinks",
+                         value=value, single_valued=False, created_at=datetime(2025, 1, day, tzinfo=timezone.utc))
+        return Scored(m, score, {}, 5)
+
+    old, new, other = sc("a", "tea", 1, 0.9), sc("b", "coffee", 9, 0.5), sc("c", "coffee", 5, 0.4)
+    ranked = current_first([old, new, other])
+    assert [s.memory.id for s in ranked][:2] == ["b", "a"]
+    # One value only: nothing moves.
+    assert [s.memory.id for s in current_first([old])] == ["a"]
