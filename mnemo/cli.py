@@ -164,6 +164,12 @@ def forget(memory_id: str = typer.Argument(None, help="A memory id (or use --que
     with _open(store, embedder) as mem:
         gone = mem.forget(memory_id, query=query, user=user, reason=reason, dry_run=dry_run)
         console.print(_memories_table("would forget" if dry_run else "forgotten", gone))
+        for mid, why in getattr(gone, "why", {}).items():
+            console.print(f"{mid}: matched by {why}")
+        if getattr(gone, "message", ""):
+            console.print(gone.message)
+            for near in gone.nearest:
+                console.print(f"  nearest: {near['memory_id']} ({near['sim']:.2f}) {near['text']}")
 
 
 @app.command()

@@ -18,7 +18,7 @@ from .embed import Embedder, make_embedder
 from .errors import InvalidInput, NotFound
 from .judge import model_judge, offline_judge
 from .llm import LLM, connect
-from .model import Candidate, Event, MemoryRecord, Recall, WriteReport
+from .model import Candidate, Event, Forgetting, MemoryRecord, Recall, WriteReport
 from .store import Store, new_id
 from .store_pg import store_class
 from .tokens import count_many, tokenizer_name
@@ -128,7 +128,11 @@ class Memory:
 
     def forget(self, memory_id: str | None = None, *, query: str | None = None, user: str | None = None,
                reason: str = "user asked", dry_run: bool = False) -> list[MemoryRecord]:
-        """Tombstone one memory by id, or exactly the memories a query names; return what (would have) gone."""
+        """Tombstone one memory by id, or exactly the memories a query names; return what (would have) gone.
+
+        By query the result also says why each matched (`.why`), and when nothing did, says so
+        (`.message`) with the nearest memories (`.nearest`), which are never taken on a guess.
+        """
         at = self.clock.now()
         if memory_id is not None:
             target = self.store.get(memory_id)
@@ -141,7 +145,8 @@ class Memory:
                                              judge=self.judge, at=at)
         if dry_run:
             return targets
-        return write_stage.forget_ids(self.store, [t.id for t in targets], reason=reason, at=at)
+        gone = write_stage.forget_ids(self.store, [t.id for t in targets], reason=reason, at=at)
+        return Forgetting(gone, why=targets.why, nearest=targets.nearest, message=targets.message)
 
     def restore(self, memory_id: str, *, reason: str = "restored") -> MemoryRecord:
         """Reverse a tombstone: the memory is active again (and its successor, if any, stays active)."""

@@ -173,6 +173,22 @@ class WriteReport:
         return bool(self.added or self.superseded or self.forgotten or self.corroborated)
 
 
+class Forgetting(list):
+    """The memories a forget request took (or would take): a list, with why each matched and what was near.
+
+    `why[memory_id]` is how the request named it ("entity+slot (exact)", "marks", "terms", ...);
+    when nothing matched, the list is empty, `message` says so and `nearest` holds the closest
+    memories ({"memory_id", "text", "sim"}) so a caller can ask instead of guessing.
+    """
+
+    def __init__(self, records=(), why: dict[str, str] | None = None, nearest: list[dict[str, Any]] | None = None,
+                 message: str = ""):
+        super().__init__(records)
+        self.why = dict(why or {})
+        self.nearest = list(nearest or [])
+        self.message = message
+
+
 @dataclass(frozen=True)
 class Scored:
     """A recall candidate with its component scores."""

@@ -13,7 +13,7 @@ from .config import Config
 from .decay import ttl_for
 from .errors import InvalidInput
 from .extract import extract
-from .model import Action, Candidate, Event, Link, MemoryRecord, Supersession, Turn, WriteReport
+from .model import Action, Candidate, Event, Forgetting, Link, MemoryRecord, Supersession, Turn, WriteReport
 from .reconcile import plan_writes
 from .store import Store, new_id
 
@@ -238,8 +238,12 @@ def _depends_links(store: Store, new: MemoryRecord, created: dict[int, MemoryRec
 
 
 def forget_targets(store: Store, embedder, query: str, *, user: str, cfg: Config,
-                   judge: Callable[[Candidate, MemoryRecord], dict], at: datetime) -> list[MemoryRecord]:
-    """Return exactly the active memories a forget request names, by the same plan as "forget ..." turns."""
+                   judge: Callable[[Candidate, MemoryRecord], dict], at: datetime) -> Forgetting:
+    """Return exactly the active memories a forget request names, by the same plan as "forget ..." turns.
+
+    The result says why each matched; when nothing did, its message says so and `nearest` lists
+    the closest memories, never taken.
+    """
     from .extract import extract_offline
 
     phrase = query if query.lower().lstrip().startswith("forget") else f"Forget {query}"
@@ -248,9 +252,12 @@ def forget_targets(store: Store, embedder, query: str, *, user: str, cfg: Config
         commands = [Candidate(text=query, command="forget", kind="semantic", category="note")]
     vecs = embedder.embed([c.text for c in commands])
     plan = reconcile(store, user, commands, vecs, cfg, judge, embedder)
-    ids = list(dict.fromkeys(a.target_id for a in plan if a.op == "forget" and a.target_id))
-    found = store.get_many(ids)
-    return [found[i] for i in ids if i in found]
+    why = {a.target_id: str(a.evidence.get("match", "")) for a in plan if a.op == "forget" and a.target_id}
+    found = store.get_many(list(why))
+    ignored = [a for a in plan if a.op == "ignore"]
+    nearest = [n for a in ignored for n in a.evidence.get("nearest", [])]
+    message = "" if why else "; ".join(dict.fromkeys(a.reason for a in ignored)) or "nothing matched"
+    return Forgetting([found[i] for i in why if i in found], why=why, nearest=nearest, message=message)
 
 
 def forget_ids(store: Store, ids: list[str], *, reason: str, at: datetime) -> list[MemoryRecord]:

@@ -224,3 +224,12 @@ def test_a_fact_that_held_while_a_root_fact_did_turns_uncertain_when_the_root_ch
     lone = mem.remember("Deploys go through Mina; if the release manager changes, this would change.", user="ops")
     assert lone.added[0].meta["depends_on"] == "release_manager"
     assert mem.store.links([lone.added[0].id], ("depends_on",)) == []
+
+
+def test_forget_by_query_says_why_and_never_guesses(mem):
+    mem.remember("My personal email is pk@mail.test and my work email is pk@corp.test.", user="pia")
+    planned = mem.forget(query="my personal email address", user="pia", dry_run=True)
+    assert [m.value for m in planned] == ["pk@mail.test"] and planned.why[planned[0].id].startswith("entity+slot")
+    nothing = mem.forget(query="my passport number", user="pia", dry_run=True)
+    assert list(nothing) == [] and nothing.message.startswith("nothing matched") and nothing.nearest
+    assert len(mem.memories("pia")) == 2  # a dry run and a miss change nothing
