@@ -233,3 +233,19 @@ def test_forget_by_query_says_why_and_never_guesses(mem):
     nothing = mem.forget(query="my passport number", user="pia", dry_run=True)
     assert list(nothing) == [] and nothing.message.startswith("nothing matched") and nothing.nearest
     assert len(mem.memories("pia")) == 2  # a dry run and a miss change nothing
+
+
+def test_a_role_changed_in_passing_supersedes_and_a_transcript_keeps_only_the_users_claims(mem):
+    mem.remember("The release manager is Tomas.", user="dev")
+    rep = mem.remember("Oh and Priyanka is now the release manager, not Tomas.", user="dev")
+    assert [(s.old.value, s.new.value) for s in rep.superseded] == [("Tomas", "Priyanka")]
+    said = mem.remember("User: I moved to Porto last month.\nAssistant: Porto is lovely. You live in Lisbon, right?",
+                        user="ana")
+    assert [(m.attribute, m.value) for m in said.added] == [("city", "Porto")]  # nothing from the assistant's line
+
+
+def test_a_second_failure_corroborates_and_lessons_never_expire(mem):
+    first = mem.remember("The deploy failed because the disk was full.", user="ops").added[0]
+    again = mem.remember("The deploy failed again because the disk was full.", user="ops")
+    assert [m.id for m, _ in again.corroborated] == [first.id] and again.added == []
+    assert first.category == "failure" and first.expires_at is None

@@ -403,6 +403,10 @@ def _inverted(c: Clause, mentions: Mentions) -> tuple[tuple[Entity, list[Token]]
                 x.pos_ == "PROPN" for x in subtree(pobj)):
             words = [w for w in [*modifiers(head), head] if w.lower_ not in NOT_KIND] or [head]
             return (entity_of(pobj, mentions), words), [t for t in subtree(c.subject) if t.dep_ != "det"]
+    if head is not None and role_noun(head) and c.subject.pos_ == "PROPN" and any(
+            k.dep_ == "det" and k.lower_ == "the" for k in head.children):
+        # "Priyanka is now the release manager" says the team's release manager is Priyanka.
+        return (TEAM, [head]), [t for t in subtree(c.subject) if t.dep_ != "det"]
     if head is None or head.pos_ not in ("NOUN", "ADJ") or not any(k.dep_ == "poss" for k in head.children) or any(
             k.dep_ == "poss" for k in c.subject.children):
         return None
