@@ -67,6 +67,10 @@ CASES = [
     ("Tom works at Initech.", 0, dict(subject="tom", attribute="employer", value="Initech")),
     ("I'm allergic to peanuts.", 0, dict(attribute="allergy", value="peanuts", sv=False)),
     ("My daughter is allergic to sesame.", 0, dict(subject="user's daughter", attribute="allergy", value="sesame")),
+    # A proper adjective after an attribute noun is the value; after anything else it describes the thing.
+    ("Cairo's official language is Arabic.", 0, dict(subject="cairo", attribute="official_language", value="Arabic")),
+    ("My sister is Canadian.", 0, dict(subject="user's sister", value="Canadian")),
+    ("Céline Dion is married to René Angélil.", 0, dict(subject="céline dion", attribute="spouse")),
     ("I speak Portuguese and English.", 1, dict(attribute="language", value="English", sv=False)),
     ("I have a cat and two hamsters.", 1, dict(subject="user", attribute="has", value="two hamsters", sv=False)),
     ("I also have a cat named Tom.", 1, dict(subject="user's cat", attribute="name", value="Tom")),

@@ -53,6 +53,7 @@ from .render import render
 from .slots import (
     MEASURED,
     TYPED_SLOTS,
+    attribute_noun,
     bare_attribute,
     canonical_slot,
     known_relation,
@@ -108,7 +109,8 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
     # daughter is allergic to X", "my car is red" say something of the owned thing itself.
     value_like = vtype in TYPED_SLOTS or not (c.prep and "_" in c.prep) and not (
         value_tokens and value_tokens[0].lower_ in ("a", "an")) and not (
-        len(value_tokens) == 1 and value_tokens[0].pos_ == "ADJ")
+        len(value_tokens) == 1 and value_tokens[0].pos_ == "ADJ" and not (
+            _proper(value_tokens[0]) and thing is not None and attribute_noun(thing)))
     owner_slot = attribute_of(thing, mentions) if thing is not None and (
         c.change or c.copula and value_like) else None
     if owner_slot is None and c.change and c.obj is not None and thing is not None and thing.i == c.obj.i:
@@ -317,6 +319,12 @@ def _dated(b: Built) -> Built:
     """Return a date claim marked as said of another claim's value (its text keeps that value)."""
     return Built(replace_field(b.candidate, meta={**b.candidate.meta, "dated": True}), b.entity, b.tokens,
                  b.value_ids, b.replace, b.relation)
+
+
+def _proper(t: Token) -> bool:
+    """A proper adjective ("Arabic", "French") names a thing as a noun would: after an attribute noun ("the
+    official language is French") it is the value, not a property of the owned thing ("my sister is Canadian")."""
+    return bool(t.ent_type_) or t.is_title and t.i > t.sent.start
 
 
 def _separate(built: list[Built]) -> list[Built]:

@@ -87,6 +87,14 @@ def bare_attribute(tok: Token) -> bool:
             and not any(c.dep_ in ("poss", "compound", "prep", "amod", "nummod") for c in tok.children))
 
 
+def attribute_noun(tok: Token) -> bool:
+    """Return True for a noun the slot table knows as an attribute ("language", "status"), not a thing or a person."""
+    table = lexicon.slot_table()
+    lemma = tok.lemma_.lower()
+    return tok.pos_ == "NOUN" and (lemma in table and table[lemma].category != "role" or any(
+        info.slot == lemma and info.category != "role" for info in table.values()))
+
+
 def role_noun(tok: Token) -> bool:
     """Return True for a bare "the <role>" whose name the slot table lists with the category "role"."""
     info = lexicon.slot_table().get(slot_words_key([*modifiers(tok), tok]))
