@@ -96,12 +96,16 @@ def slot_match(a: str | None, b: str | None, similarity: float = 0.0, threshold:
     "personal_email"): the longer one adds a qualifier, so it may be one of several kinds; a
     forget request may name it, a new value never replaces it.
     "derived": an agent noun and the passive relation of its verb ("creator" and "create_by").
+    Two slots with two letters swapped in one long word ("origianl_broadcaster") are "exact".
     """
     if not a or not b:
         return None
     if a == b:
         return "exact"
     la, lb = [w for w in re.split(r"[_\s:]+", a) if w], [w for w in re.split(r"[_\s:]+", b) if w]
+    if len(la) == len(lb) and sum(x != y for x, y in zip(la, lb, strict=True)) == 1 and all(
+            x == y or _slip(x, y) for x, y in zip(la, lb, strict=True)):
+        return "exact"
     short, long_ = (la, lb) if len(la) <= len(lb) else (lb, la)
     if short and len(short) < len(long_):
         if long_[:len(short)] == short:
@@ -113,6 +117,16 @@ def slot_match(a: str | None, b: str | None, similarity: float = 0.0, threshold:
     if similarity >= threshold:
         return "similar"
     return None
+
+
+def _slip(x: str, y: str) -> bool:
+    """Return True when two words of six letters or more differ by two neighbouring letters swapped
+    ("origianl" / "original", "univeristy" / "university"), the commonest typing slip. Other one-letter
+    differences are often other words ("employer" / "employee", "country" / "county")."""
+    if len(x) != len(y) or len(x) < 6:
+        return False
+    diff = [i for i, (p, q) in enumerate(zip(x, y, strict=True)) if p != q]
+    return len(diff) == 2 and diff[1] == diff[0] + 1 and x[diff[0]] == y[diff[1]] and x[diff[1]] == y[diff[0]]
 
 
 def _agent_of(noun: list[str], relation: list[str]) -> bool:

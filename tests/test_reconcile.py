@@ -581,3 +581,14 @@ def test_three_hundred_tickets_are_three_hundred_memories():
         actions = plan(cands, state, sims=[[0.97] * len(state)] * len(cands))
         state = apply(state, actions, T0 + timedelta(minutes=i))
     assert len(state) == 300
+
+
+@pytest.mark.parametrize("a, b, level", [
+    ("warranty", "warranty_period", "prefix"), ("address", "home_address", "qualified"),
+    ("creator", "create_by", "derived"), ("origianl_broadcaster", "original_broadcaster", "exact"),
+    ("univeristy", "university", "exact"), ("employer", "employee", None), ("country", "county", None),
+    ("home_address", "work_address", None), ("form", "from", None),
+])
+def test_slot_alignment_levels(a, b, level):
+    from mnemo.match import slot_match
+    assert slot_match(a, b) == level
