@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .normalise import RECORD_ID, content_tokens, marks, same_value, value_key
+from .normalise import RECORD_ID, STOPWORDS, content_tokens, marks, same_value, value_key
 
 _GENERIC = frozenset({"user", "team"})
 _DIGIT = re.compile(r"\d")
@@ -107,7 +107,8 @@ def slot_match(a: str | None, b: str | None, similarity: float = 0.0, threshold:
             x == y or _slip(x, y) for x, y in zip(la, lb, strict=True)):
         return "exact"
     short, long_ = (la, lb) if len(la) <= len(lb) else (lb, la)
-    if short and len(short) < len(long_):
+    # A slot of function words only ("is", "has") names no attribute: "is" is not the start of "is_a".
+    if short and len(short) < len(long_) and any(w not in STOPWORDS for w in short):
         if long_[:len(short)] == short:
             return "prefix"
         if long_[-len(short):] == short:
@@ -188,3 +189,28 @@ def negated(item: Any) -> bool:
 def marks_of(item: Any) -> frozenset[str]:
     """Return the marks of a claim or memory, computed from its text (the same way for both)."""
     return marks(item.text)
+
+
+def qualifiers(item: Any) -> frozenset[str]:
+    """Return the other things a claim names beside its subject, slot and value ("for the billing service").
+
+    Read from meta["about"] (the objects and prepositional objects of the clause, `extract.claims`).
+    """
+    slot = slot_words(item.attribute) | slot_words(str(item.meta.get("slot_phrase") or ""))
+    drop = {key(item.subject), key(item.value)}
+    return frozenset(k for k in item.meta.get("about") or () if k and k not in drop and not (
+        set(k.split()) <= slot) and not holds(k, item.value) and not holds(item.value, k))
+
+
+def qualified_apart(a: Any, b: Any) -> bool:
+    """Return True when each of two claims names another thing the other does not.
+
+    "We use Postgres for the billing service" and "... for the search service" are two facts, and
+    "my flight to Oslo leaves at 7:40" does not replace "my flight to Rome leaves at 9:00"; a claim
+    that names nothing else ("we use Postgres") may still be the same fact as a qualified one.
+    """
+    def alone(x: Any, y: Any) -> bool:
+        # Something x names that y does not say anywhere (a mis-cut value or subject of y still says it).
+        return any(not holds(q, None, y.text) for q in qualifiers(x))
+
+    return alone(a, b) and alone(b, a)

@@ -107,7 +107,8 @@ def _aligned(r: _Row, js: list[int], qualified: bool = False) -> list[tuple[int,
     restating a value, never a new value replacing one). Several stored slots at the best level
     ("email" in "personal email" and "work email") are ambiguous: none is returned.
     """
-    found = [(j, level) for j in js for level in [r.slot(j)] if level and (qualified or level != "qualified")]
+    found = [(j, level) for j in js for level in [r.slot(j)] if level and (qualified or level != "qualified")
+             and not match.qualified_apart(r.c, r.active[j])]
     for level in ("exact", "prefix", "derived", "similar", "qualified"):
         group = [(j, lv) for j, lv in found if lv == level]
         if not group:
@@ -168,6 +169,13 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
             hits = [j for j in pool if not match.negated(a[j]) and match.holds(c.old_value, None, a[j].text)]
         slotted = [j for j, _ in _aligned(r, hits)] if c.attribute else []
         hits = slotted or hits
+        if not hits and c.subject:
+            # "We switched the billing service from Postgres to X" after "we use Postgres for the billing
+            # service": the old value, held by the one memory that names the changed thing, singles it out.
+            shown = str(c.meta.get("subject_display") or c.subject)
+            hits = [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and not
+                    match.negated(a[j]) and match.holds(c.old_value, a[j].value) and overlap(shown, a[j].text) == 1]
+            hits = hits if len(hits) == 1 else []
         if hits and (c.subject or len(hits) == 1):
             j = _best(hits, r)
             return [_act(r, "supersede", j, f"{c.attribute or 'value'} changed from {a[j].value} to {c.value}",
@@ -229,6 +237,8 @@ def _conflict(c: Candidate, m: MemoryRecord, slot: str | None) -> str | None:
         return "different slot"
     if match.negated(c) != match.negated(m):
         return "opposite polarity"
+    if match.qualified_apart(c, m):
+        return "names another thing"
     if c.old_value and match.holds(c.old_value, m.value, m.text):
         return "holds the value this candidate replaces"
     if marks(c.text) != marks(m.text):

@@ -249,3 +249,50 @@ def test_a_second_failure_corroborates_and_lessons_never_expire(mem):
     again = mem.remember("The deploy failed again because the disk was full.", user="ops")
     assert [m.id for m, _ in again.corroborated] == [first.id] and again.added == []
     assert first.category == "failure" and first.expires_at is None
+
+
+def _current(mem, user="alice"):
+    return {(m.subject, m.attribute, m.value) for m in mem.store.memories(user) if not m.meta.get("negated")}
+
+
+def test_a_pronoun_for_an_attribute_fills_that_attribute(mem):
+    # The clauses are read in the order said, so "it" meets "my dentist" first and is that slot.
+    mem.remember("My dentist is Dr. Okafor.", user="alice")
+    rep = mem.remember("My dentist isn't Dr. Okafor any more, it's Dr. Lindqvist.", user="alice")
+    assert [s.old.value for s in rep.superseded] == ["Dr. Okafor"]
+    assert ("user", "dentist", "Dr. Lindqvist") in _current(mem)
+    assert "The user's dentist is Dr. Lindqvist." in active_texts(mem)
+    # A kind and a property of one owned thing are two facts ("is a X" is not the start of "is red").
+    mem.remember("My bike is a tandem, it's green.", user="alice")
+    assert {("user's bike", "is_a", "tandem"), ("user's bike", "is", "green")} <= _current(mem)
+
+
+@pytest.mark.parametrize("heading", ["Update:", "Quick correction:", "Edit:"])
+def test_a_heading_before_a_clause_does_not_hide_the_clause(mem, heading):
+    mem.remember("The standup is at 9:30.", user="alice")
+    rep = mem.remember(f"{heading} the standup is at 10:15.", user="alice")
+    assert [s.old.value for s in rep.superseded] == ["9:30"]
+    assert rep.superseded[0].new.meta["source_text"].startswith(heading)
+
+
+def test_a_keep_verb_heading_pins_and_a_label_before_a_list_stays_whole(mem):
+    (rec,) = mem.remember("Note to self: the bike lock code is 3390.", user="alice").added
+    assert rec.pinned and rec.value == "3390"
+    (note,) = mem.remember("Allergies: peanuts and sesame.", user="alice").added
+    assert "peanuts and sesame" in note.text
+
+
+def test_a_change_said_with_now_keeps_the_claim_of_the_plain_statement(mem):
+    mem.remember("My shuttle to the airport leaves at 7:05.", user="alice")
+    rep = mem.remember("My shuttle to the airport now leaves at 7:35.", user="alice")
+    assert [(s.old.value, s.new.value) for s in rep.superseded] == [("7:05", "7:35")]
+
+
+def test_things_a_claim_names_beside_its_value_keep_two_facts_apart(mem):
+    mem.remember("We run Redis for the session cache.", user="alice")
+    second = mem.remember("We run Redis for the job queue.", user="alice")
+    assert len(second.added) == 1 and not second.corroborated and not second.duplicates
+    # The old value, held by the one memory that names the changed thing, is what a switch replaces.
+    rep = mem.remember("We moved the job queue from Redis to RabbitMQ.", user="alice")
+    assert [s.old.text for s in rep.superseded] == ["The team runs Redis for the job queue."]
+    assert "The team runs Redis for the session cache." in active_texts(mem)

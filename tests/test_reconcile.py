@@ -587,8 +587,22 @@ def test_three_hundred_tickets_are_three_hundred_memories():
     ("warranty", "warranty_period", "prefix"), ("address", "home_address", "qualified"),
     ("creator", "create_by", "derived"), ("origianl_broadcaster", "original_broadcaster", "exact"),
     ("univeristy", "university", "exact"), ("employer", "employee", None), ("country", "county", None),
-    ("home_address", "work_address", None), ("form", "from", None),
+    ("home_address", "work_address", None), ("form", "from", None), ("is", "is_a", None), ("has", "has_pet", None),
 ])
 def test_slot_alignment_levels(a, b, level):
     from mnemo.match import slot_match
     assert slot_match(a, b) == level
+
+
+def test_claims_that_name_different_other_things_are_apart():
+    from mnemo.match import qualified_apart, qualifiers
+    (billing,) = extract_offline("We host the wiki on Hetzner for the docs team.")
+    (search,) = extract_offline("We host the wiki on Hetzner for the sales team.")
+    (plain,) = extract_offline("We host the wiki on Hetzner.")
+    assert qualifiers(billing) and qualified_apart(billing, search)
+    assert not qualified_apart(billing, billing) and not qualified_apart(plain, billing)
+    # The same pair planned against each other: a second fact, not a corroboration of the first.
+    stored = memory("m1", billing.text, subject=billing.subject, attribute=billing.attribute, value=billing.value,
+                    meta=billing.meta)
+    (act,) = plan([search], [stored])
+    assert act.op == "add"

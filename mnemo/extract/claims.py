@@ -111,8 +111,17 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         value_tokens and value_tokens[0].lower_ in ("a", "an")) and not (
         len(value_tokens) == 1 and value_tokens[0].pos_ == "ADJ" and not (
             _proper(value_tokens[0]) and thing is not None and attribute_noun(thing)))
+    # A change the verb carries ("moved to", "from X to Y") is of the owned noun; "now" alone does not make
+    # "my flight now leaves at 8:15" a change of the user's flight: it is still the flight's relation.
+    changed = c.change and (c.copula or c.prep == "to" or bool(c.old_value))
     owner_slot = attribute_of(thing, mentions) if thing is not None and (
-        c.change or c.copula and value_like) else None
+        changed or c.copula and value_like) else None
+    if owner_slot is not None and thing.pos_ != "PRON":
+        mentions.attributes[entity_of(thing, mentions).key or ""] = owner_slot
+    elif owner_slot is None and thing is not None and thing.pos_ == "PRON" and c.copula and value_like:
+        # A pronoun for an attribute named before fills that attribute ("my manager is not Priya, it's Daniel").
+        found = mentions.resolve(thing.lower_)
+        owner_slot = mentions.attributes.get(found.key or "") if found is not None else None
     if owner_slot is None and c.change and c.obj is not None and thing is not None and thing.i == c.obj.i:
         # "We changed the supplier for IC-MC-44 to Bolt": whose supplier hangs off the verb.
         owner = next((x for p in c.verb.children if p.dep_ == "prep" and p.lower_ in ("for", "of", "on")
@@ -431,7 +440,8 @@ def _about(c: Clause, subject: Entity, mentions: Mentions) -> list[str]:
     """Return the keys of the other things a clause names (objects, prepositional objects), for typed changes."""
     keys: list[str] = []
     for t in c.tokens:
-        if t.dep_ in ("dobj", "pobj", "dative") and t.pos_ in ("NOUN", "PROPN") and not t.like_num:
+        if t.dep_ in ("dobj", "pobj", "dative") and t.pos_ in ("NOUN", "PROPN") and not t.like_num and \
+                t.ent_type_ not in ("DATE", "TIME"):
             k = entity_of(t, mentions).key
             if k and k != subject.key and k not in keys and not any(ch.isdigit() for ch in k) or (
                     k and any(ch.isdigit() for ch in k) and k != subject.key and k not in keys and t.pos_ == "PROPN"):

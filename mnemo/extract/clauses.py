@@ -104,9 +104,9 @@ def truth_frame(sent: Any) -> tuple[Token, bool] | None:
 
 
 def heads(sent: Any, root: Token | None = None) -> list[tuple[Token, Token | None]]:
-    """Return (clause head, inherited subject) for the clauses of a sentence, in order.
+    """Return (clause head, inherited subject) for the clauses of a sentence, in reading order.
 
-    The root comes first; a verb conjoined to a clause head shares its subject when it has
+    A verb conjoined to a clause head shares its subject when it has
     none; a complement of a reporting verb with the speaker as subject ("I think I left it
     at home") replaces the reporting clause; relative clauses come with their noun.
     """
@@ -135,7 +135,9 @@ def heads(sent: Any, root: Token | None = None) -> list[tuple[Token, Token | Non
 
     visit(root, None)
     seen: set[int] = set()
-    return [(h, s) for h, s in out if not (h.i in seen or seen.add(h.i))]
+    found = [(h, s) for h, s in out if not (h.i in seen or seen.add(h.i))]
+    # In the order they were said, so a pronoun meets what it stands for first and the last said wins.
+    return sorted(found, key=lambda hs: min([hs[0].i] + [x.i for x in [_subject_of(hs[0])] if x is not None]))
 
 
 def _negates(tok: Token) -> bool:
@@ -271,7 +273,8 @@ def _values(c: Clause, clause: set[int]) -> None:
             c.old_value = _trim(subtree(obj))
             c.value = _value_run(replace_with, clause, {"because", "and", "but", "after", "since"})
             c.change, c.prep = bool(c.value), "to"
-    if not c.change and to is not None and to.head.tag_ != "VB" and (change_verb or c.particle in ("up", "down")
+    # A capitalised word after "to" mid-sentence is a name the tagger took for an infinitive ("to RabbitMQ").
+    if not c.change and to is not None and (to.head.tag_ != "VB" or to.head.text[:1].isupper()) and (change_verb or c.particle in ("up", "down")
                                                     or any(t.lower_ in ("up", "down") and t.i < to.i for t in own)):
         c.value = _value_run(to, clause, {"because", "from", "and", "but", "so", "after", "since"})
         c.change = bool(c.value)

@@ -57,6 +57,9 @@ class Mentions:
     """Third-party entities mentioned so far in a turn, newest last, for resolving he / she / it / they."""
 
     seen: list[Entity] = field(default_factory=list)
+    # An owned attribute named so far ("my manager" -> user, [manager]), by the key of its noun phrase, so a
+    # pronoun that stands for it fills the same slot: "my manager is not Priya, it's Daniel".
+    attributes: dict[str, tuple[Entity, list[Token]]] = field(default_factory=dict)
 
     def add(self, entity: Entity) -> None:
         if entity.key and entity.key not in ("user", "team"):

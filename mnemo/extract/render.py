@@ -76,6 +76,12 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
                 verb = _finite(t)
                 if verb is not None and verb.i not in replace and verb.lower_ in ("are", "'re", "have", "'ve", "were"):
                     replace[verb.i] = _AGREE[verb.lower_]
+        for t in toks:
+            # A pronoun spelled out as a noun phrase takes its contracted verb in full: "it's" -> "the X is".
+            nxt = t.nbor() if t.i + 1 < len(t.doc) else None
+            if t.i in replace and t.pos_ == "PRON" and nxt is not None and nxt.i not in replace and \
+                    nxt.text.startswith("'") and nxt.lemma_ in ("be", "have"):
+                replace[nxt.i] = _AGREE.get(nxt.lower_, "is" if nxt.lemma_ == "be" else "has")
     ids = {t.i for t in toks}
     # A comma that bordered a left-out clause ("The report, which ..., is due") goes with it.
     toks = [t for t in toks if not (t.text == "," and ((t.i + 1) not in ids or (t.i - 1) not in ids))]

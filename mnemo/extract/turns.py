@@ -123,6 +123,25 @@ def _splices(sentence: str) -> list[str]:
     return out
 
 
+_LABEL = re.compile(r"^\s*(?P<label>[A-Za-z][\w'.-]*(?:\s+[\w'.-]+){0,2})\s*:\s+(?P<text>\S.*)$", re.S)
+
+
+def _heading(whole: Any, rest: Any) -> bool:
+    """Return True when a sentence is a heading and a clause ("Correction: my flight leaves at 8:15").
+
+    The heading is at most three words, none a name or pronoun ("Maria: I moved" is Maria speaking)
+    or a finite verb ("the doctor said: ..." reports speech), and what follows the colon is a clause of its own with a subject. Then the clause
+    is read alone; a list after a label ("Allergies: peanuts") stays whole. A heading that is a
+    keep verb ("Note to self:", "Remember:") pins the clause as "remember that ..." does.
+    """
+    colon = next((t for t in whole if t.text == ":"), None)
+    label = whole[:colon.i] if colon is not None else []
+    if not label or any(t.pos_ in ("PROPN", "PRON") or t.tag_ in ("VBD", "VBZ", "VBP", "MD") for t in label):
+        return False
+    root = rest[:].root
+    return root.pos_ in ("VERB", "AUX") and any(c.dep_ in ("nsubj", "nsubjpass", "expl") for c in root.children)
+
+
 def _chunks(text: str, limit: int) -> tuple[list[str], int]:
     """Return the first `limit` sentences of `text` (semicolons split too, long ones cut) and how many were left."""
     found: list[str] = []
@@ -345,10 +364,22 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
         left += more
     seed = next((t for t in reversed(st.context) if t.role == "user"), None)
     texts = [s for _, s in chunks]
-    docs = parse(texts + ([seed.text[:MAX_SENTENCE_CHARS]] if seed is not None else []))
+    rests = {k: m["text"] for k, (_, s) in enumerate(chunks) if (m := _LABEL.match(s))}
+    docs = parse(texts + list(rests.values()) + ([seed.text[:MAX_SENTENCE_CHARS]] if seed is not None else []))
     if seed is not None:
         # "His sister ..." may point at someone named in the previous turn of the session.
         _seed_mentions(docs.pop(), st)
+    retell = []
+    for k, doc in zip(rests, docs[len(texts):], strict=True):
+        if not _heading(docs[k], doc):
+            continue
+        if docs[k][0].lemma_.lower() in lexicon.words("retention_verbs"):
+            # "Note to self: X" / "Remember: X" ask to keep X, as "remember that X" does.
+            retell.append(k)
+        docs[k] = doc  # the clause is read alone; the chunk stays as said (the claims' source text)
+    del docs[len(texts):]
+    for k, doc in zip(retell, parse([f"Remember that {rests[k]}" for k in retell]), strict=True):
+        docs[k] = doc
     for (speaker, raw), doc in zip(chunks, docs, strict=True):
         if INJECTION.search(raw):
             st.said.append([_note(raw, raw, suspicious=True)])
