@@ -141,7 +141,7 @@ def run_hnsw(n: int, nq: int, runs: int, ef_search: tuple[int, ...] = (64, 200))
     """Measure DuckDB vss HNSW at size n: build time, recall@10, latency, peak memory (own process)."""
     import duckdb
 
-    from mnemo.store import _extension_path
+    from mnemo.store import extension_path as _extension_path
 
     vecs, _ = corpus.vectors(n)
     qv, _ = corpus.queries()

@@ -11,7 +11,8 @@ from mnemo import ann
 from mnemo.errors import ConfigError
 from mnemo.index import VectorIndex
 from mnemo.model import MemoryRecord
-from mnemo.store import Store, new_id
+from mnemo.store import DuckDBStore as Store
+from mnemo.store import new_id
 
 APPROX = ("ivf", "binary", "int8", "float16")
 DIM = 64

@@ -10,7 +10,8 @@ import pytest
 
 from mnemo.lexical import LexicalIndex
 from mnemo.model import MemoryRecord
-from mnemo.store import Store, _extension_path
+from mnemo.store import DuckDBStore as Store
+from mnemo.store import extension_path as _extension_path
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

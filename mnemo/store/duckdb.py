@@ -1,4 +1,4 @@
-"""The DuckDB store: schema, migrations and every query mnemo runs. The only module with SQL.
+"""The DuckDB store: what DuckDB does differently from the shared SQL of `store.sql`.
 
 One file per store (or ":memory:"). Memories keep their rows forever: a status
 change is an UPDATE plus an event row, never a DELETE. Vectors live in a
@@ -13,28 +13,46 @@ written since the last lexical search are analysed in one statement at the next
 
 from __future__ import annotations
 
-import json
 import os
 import threading
-import uuid
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import fields
-from datetime import datetime, timezone
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from . import ann
-from .config import DecayConfig
-from .errors import EmbedderMismatch, ExtensionUnavailable, InvalidInput, NotFound, StoreError, StoreLocked
-from .index import VectorIndex
-from .lexical import LexicalIndex
-from .model import Event, Link, MemoryRecord, Turn
+from .. import ann
+from ..config import DecayConfig
+from ..errors import ExtensionUnavailable, InvalidInput, NotFound, StoreError, StoreLocked
+from ..index import VectorIndex
+from ..lexical import LexicalIndex
+from ..model import Event, Link, MemoryRecord, Turn
+from .rows import (
+    EVENT_COLS,
+    LINK_COLS,
+    MEM_COLS,
+    SQL_COLS,
+    TIMES,
+    TURN_COLS,
+    check_embedder,
+    check_text,
+    check_version,
+    event_of,
+    event_values,
+    link_of,
+    link_values,
+    naive,
+    new_meta,
+    record_of,
+    record_values,
+    turn_of,
+    turn_values,
+)
+from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
-SCHEMA_VERSION = 2
 DUCKDB_VERSION = "1.5.5"
 # DuckDB caches table blocks up to its memory limit, 80% of RAM by default: at 1M memories that held
 # 2.2 GB of vector blocks already copied into the in-process index. A file store caps it (blocks are
@@ -44,14 +62,10 @@ MEMORY_LIMIT = "1GB"
 _LOAD_BATCH = 50_000  # rows per Arrow batch when the vectors are streamed into the index at open
 _LEXICAL_BATCH = 100_000  # rows analysed per statement when BM25 postings are built (bounds DuckDB's memory)
 
-# Columns of `memories` in the order of MemoryRecord fields (refs = references), then the vector.
-_MEM_COLS = [f.name for f in fields(MemoryRecord)]
-_SQL_COLS = ["user_id" if c == "user" else "refs" if c == "references" else c for c in _MEM_COLS]
-_TIMES = {"created_at", "valid_from", "last_accessed", "expires_at", "status_at"}
 # fts's analysis (see mnemo.lexical): its tokenizer with digits kept, its stopwords, then porter stems.
 # Its ignore pattern (\.|[^a-z0-9])+ split on whitespace leaves exactly the runs of [a-z0-9], found here in one pass.
 _TOKENS = "regexp_extract_all(lower(strip_accents({})), '[a-z0-9]+')"
-_STOPWORDS = pa.table({"sw": (Path(__file__).parent / "assets" / "stopwords_english.txt").read_text().split()})
+_STOPWORDS = pa.table({"sw": (Path(__file__).parent.parent / "assets" / "stopwords_english.txt").read_text().split()})
 _STOPWORD_SET = frozenset(_STOPWORDS.column("sw").to_pylist())
 
 
@@ -95,25 +109,7 @@ def _migrations(dim: int) -> list[tuple[int, list[str]]]:
     ]
 
 
-def new_id(prefix: str = "m") -> str:
-    """Return a fresh random id such as 'm-3f2a9c0d1e4b5a67'."""
-    return f"{prefix}-{uuid.uuid4().hex[:16]}"
-
-
-def _naive(dt: datetime | None) -> datetime | None:
-    """Return `dt` as naive UTC for storage (the store keeps UTC without a zone)."""
-    if dt is None:
-        return None
-    if dt.tzinfo is not None:
-        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
-    return dt
-
-
-def _aware(dt: datetime | None) -> datetime | None:
-    return None if dt is None else dt.replace(tzinfo=timezone.utc)
-
-
-def _extension_path(name: str) -> str:
+def extension_path(name: str) -> str:
     """Return the path of a pinned extension package's binary, or raise with how to fix it."""
     module = f"duckdb_extension_{name}"
     try:
@@ -131,21 +127,32 @@ def _extension_path(name: str) -> str:
     return str(path)
 
 
-def _text(value: str, what: str = "text") -> str:
-    """Return `value` as storable text or raise InvalidInput (NUL bytes and lone surrogates cannot be stored)."""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidInput(f"{what} contains a NUL byte; strip it or encode the payload (e.g. base64) first")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{what} is not valid Unicode ({exc.reason}); decode it with errors='replace' first") from exc
-    return value
+_PROBE_MAX = 2_000  # past this many ids a literal IN list costs more than one scan
 
 
-class Store:
+def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """Return ("column IN (...)", params): a literal list, which DuckDB pushes into the scan (zone maps) and
+    answers from the ART index on id; a list parameter (list_contains) is tested row by row. For very many
+    values, one semi-join."""
+    if not values:
+        return "FALSE", []
+    if len(values) > _PROBE_MAX:
+        return f"{column} IN (SELECT unnest(?))", [list(values)]
+    return f"{column} IN ({', '.join('?' * len(values))})", list(values)
+
+
+DUCKDB = Dialect(
+    name="duckdb", mark="?", text_mark="?", seq="rowid", any_of=_in,
+    meta_eq=lambda key, value: ("json_extract_string(meta, ?) = ?", [f"$.{key}", value]),
+    number=lambda x: f"CAST({x!r} AS DOUBLE)", log2=lambda x: f"log2({x})",
+    seconds=lambda a, b: f"epoch({b}::TIMESTAMP - {a})",
+)
+
+
+class DuckDBStore(SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
+
+    dialect = DUCKDB
 
     def __init__(self, path: str | Path, *, embedder: str, dim: int, read_only: bool = False, index: str = "auto"):
         self.path = str(path)
@@ -153,6 +160,7 @@ class Store:
         self.index_kind = ann.check_kind(index)
         self.read_only = read_only
         self._lock = threading.RLock()
+        self._cursor_lock = threading.Lock()
         self.lexical_syncs = 0
         self.con = _connect(self.path, read_only=read_only)
         if self.path != ":memory:":
@@ -162,7 +170,7 @@ class Store:
             except duckdb.Error as exc:
                 raise StoreError(f"{MEMORY_LIMIT_ENV}={limit!r} is not a DuckDB memory limit (e.g. 1GB, 512MB): "
                                  f"{exc}") from exc
-        self.con.execute(f"LOAD '{_extension_path('fts')}'")
+        self.con.execute(f"LOAD '{extension_path('fts')}'")
         self.embedder, self.dim = self._check_embedder(embedder, dim)
         if not read_only:
             self._migrate()
@@ -197,21 +205,12 @@ class Store:
     def _check_embedder(self, embedder: str, dim: int) -> tuple[str, int]:
         meta = self._meta()
         if meta:
-            if meta.get("embedder") != embedder or int(meta.get("dim", -1)) != dim:
-                raise EmbedderMismatch(
-                    f"{self.path} was written with embedder {meta.get('embedder')!r} ({meta.get('dim')} dims), "
-                    f"not {embedder!r} ({dim} dims); open it with embedder={meta.get('embedder')!r} "
-                    "or export and re-import it into a new store"
-                )
+            check_embedder(meta, embedder, dim, self.path)
             return embedder, dim
         if self.read_only:
             raise StoreError(f"{self.path} is not a mnemo store (no store_meta table)")
-        now = datetime.now(timezone.utc).isoformat()
         self.con.execute("CREATE TABLE store_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        self.con.executemany(
-            "INSERT INTO store_meta VALUES (?, ?)",
-            [("embedder", embedder), ("dim", str(dim)), ("schema_version", "0"), ("created_at", now)],
-        )
+        self.con.executemany("INSERT INTO store_meta VALUES (?, ?)", new_meta(embedder, dim))
         return embedder, dim
 
     def _migrate(self) -> None:
@@ -223,12 +222,7 @@ class Store:
                 for sql in statements:
                     self.con.execute(sql)
                 self.con.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(target)])
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} has schema version {version}, newer than this mnemo ({SCHEMA_VERSION}); upgrade mnemo")
-
-    @property
-    def schema_version(self) -> int:
-        return int(self._meta()["schema_version"])
+        check_version(version, self.path)
 
     def _load_index(self) -> None:
         # The lexical index is rebuilt lazily, from the whole table, at the next lexical search.
@@ -261,26 +255,33 @@ class Store:
         pa.default_memory_pool().release_unused()
 
     def close(self) -> None:
+        """Close the connection (on a `reader`, only its cursor)."""
         self.con.close()
+
+    def reader(self) -> DuckDBStore:
+        """Return this store seen through a fresh cursor of its connection, for one reading thread or stream.
+
+        DuckDB's connection must not be used by two threads at once; a cursor may. The view's
+        queries run on its cursor while the vector index, the BM25 postings and the lock stay
+        the store's own. Close it when done: that closes only the cursor.
+        """
+        # cursor() reads the shared connection object, so two threads must not call it at once.
+        with self._cursor_lock:
+            return _CursorView(self, self.con.cursor())
 
     def transaction(self) -> _Transaction:
         """Return a context manager that commits on success and rolls back on any error."""
         return _Transaction(self)
 
     # ----------------------------------------------------------------- writes
-    def _writable(self) -> None:
-        if self.read_only:
-            raise StoreError(f"{self.path} is open read-only; open it without read_only=True to write")
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
+        return self.con.execute(sql, list(params))
 
     def insert_turn(self, turn: Turn) -> None:
         """Record a raw turn in its own committed transaction, before anything is extracted from it."""
         self._writable()
         with self._lock:
-            self.con.execute(
-                "INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [turn.id, turn.user, turn.session, turn.agent, turn.role, _text(turn.text, "turn text"),
-                 _naive(turn.at), json.dumps(turn.meta, default=str)],
-            )
+            self.con.execute(f"INSERT INTO turns ({TURN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", turn_values(turn))
 
     def insert_memories(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
         """Insert memories and their vectors through Arrow (one statement, not one per row)."""
@@ -291,22 +292,16 @@ class Store:
         if not len(records):
             return
         for r in records:
-            _text(r.text, "memory text")
+            check_text(r.text, "memory text")
         cols: dict[str, Any] = {}
-        for field_name, col in zip(_MEM_COLS, _SQL_COLS, strict=True):
-            values = [getattr(r, field_name) for r in records]
-            if field_name in _TIMES:
-                cols[col] = pa.array([_naive(v) for v in values], type=pa.timestamp("us"))
-            elif field_name == "references":
-                cols[col] = pa.array([list(v) for v in values], type=pa.list_(pa.string()))
-            elif field_name == "meta":
-                cols[col] = pa.array([json.dumps(v, default=str) for v in values], type=pa.string())
-            else:
-                cols[col] = values
+        for name, col, values in zip(MEM_COLS, SQL_COLS, zip(*map(record_values, records), strict=True), strict=True):
+            arrow = (pa.timestamp("us") if name in TIMES else pa.list_(pa.string()) if name == "references"
+                     else pa.string() if name == "meta" else None)
+            cols[col] = pa.array(values, type=arrow) if arrow else list(values)
         cols["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), self.dim)
         batch = pa.table(cols)  # noqa: F841 - read by DuckDB's replacement scan below
         with self._lock:
-            self.con.execute(f"INSERT INTO memories ({', '.join(_SQL_COLS)}, embedding) SELECT * FROM batch")
+            self.con.execute(f"INSERT INTO memories ({', '.join(SQL_COLS)}, embedding) SELECT * FROM batch")
             if self._lexical_pending is not None:
                 self._lexical_pending.extend(r.id for r in records)
             self._pinned_ids.update(r.id for r in records if r.pinned)
@@ -332,27 +327,11 @@ class Store:
             raise NotFound(f"no memory with id {memory_id!r}")
         self.con.execute(
             "UPDATE memories SET status = ?, status_reason = ?, status_at = ?, successor_id = ? WHERE id = ?",
-            [status, reason, _naive(at), successor, memory_id],
+            [status, reason, naive(at), successor, memory_id],
         )
         self.index.set_active([memory_id], status == "active")
         self.lexical.set_active([memory_id], status == "active")
         return old[0]
-
-    def corroborate(self, memory_id: str, at: datetime) -> None:
-        self.con.execute(
-            "UPDATE memories SET corroborations = corroborations + 1, valid_from = greatest(valid_from, ?) WHERE id = ?",
-            [_naive(at), memory_id],
-        )
-
-    def touch(self, ids: list[str], at: datetime) -> None:
-        """Reinforce recalled memories: one UPDATE for the whole pack."""
-        if not ids or self.read_only:
-            return
-        sql, params = _in("id", ids)
-        with self._lock:
-            self.con.execute(
-                f"UPDATE memories SET access_count = access_count + 1, last_accessed = ? WHERE {sql}",
-                [_naive(at), *params])
 
     def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
         """Tombstone, in one set-based pass, active memories whose salience is under the threshold.
@@ -361,149 +340,38 @@ class Store:
         each decayed memory gets an event carrying the salience that decided it.
         """
         self._writable()
-        params = [cfg.reinforcement_weight, cfg.corroboration_weight, list(cfg.exempt_categories),
-                  cfg.half_life_episodic_days, cfg.half_life_procedural_days, cfg.half_life_semantic_days,
-                  _naive(now), cfg.threshold]
-        select = """
-            WITH s AS (
-              SELECT id,
-                least(1.0, least(1.0, greatest(0.0, importance))
-                      * (1 + ? * log2(1 + greatest(access_count, 0)))
-                      * (1 + ? * log2(1 + greatest(corroborations, 0)))) AS base,
-                CASE WHEN pinned OR list_contains(?, category) THEN NULL
-                     WHEN kind = 'episodic' THEN ? WHEN kind = 'procedural' THEN ? ELSE ? END AS h,
-                greatest(0.0, coalesce(epoch(?::TIMESTAMP - greatest(created_at, valid_from, last_accessed)), 0)
-                         / 86400.0) AS age
-              FROM memories WHERE status = 'active')
-            SELECT id, base * pow(0.5, age / h) AS salience FROM s
-            WHERE h IS NOT NULL AND base * pow(0.5, age / h) < ?"""
+        select, params = decay_select(DUCKDB, now, cfg)
         with self.transaction():
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE decayed AS {select}", params)
             rows = self.con.execute("SELECT id, salience FROM decayed ORDER BY salience, id").fetchall()
             if rows and not dry_run:
                 self.con.execute(
                     "UPDATE memories SET status = 'decayed', status_reason = 'decayed', status_at = ? "
-                    "FROM decayed WHERE memories.id = decayed.id", [_naive(now)])
+                    "FROM decayed WHERE memories.id = decayed.id", [naive(now)])
                 self.con.execute(
                     "INSERT INTO events SELECT 'e-' || substr(replace(uuid()::VARCHAR, '-', ''), 1, 16), id, ?, "
                     "'decayed', 'active', 'decayed', 'decayed', "
                     "json_object('salience', salience, 'threshold', ?)::VARCHAR, NULL FROM decayed",
-                    [_naive(now), cfg.threshold])
+                    [naive(now), cfg.threshold])
             self.con.execute("DROP TABLE decayed")
         if rows and not dry_run:
             self.index.set_active([r[0] for r in rows], False)
             self.lexical.set_active([r[0] for r in rows], False)
         return [(r[0], float(r[1])) for r in rows]
 
-    def expired(self, now: datetime, user: str | None = None) -> list[MemoryRecord]:
-        """Return active, unpinned memories whose TTL has passed at `now`."""
-        where, params = _where(user, None, active_only=True)
-        return self._records(where + " AND NOT pinned AND expires_at IS NOT NULL AND expires_at <= ?",
-                             [*params, _naive(now)])
-
-    def set_expiry(self, memory_id: str, expires_at: datetime | None) -> None:
-        self.con.execute("UPDATE memories SET expires_at = ? WHERE id = ?", [_naive(expires_at), memory_id])
-
     # ----------------------------------------------------------------- reads
-    def _records(self, where: str, params: list[Any], order: str = "created_at, id") -> list[MemoryRecord]:
-        sql = f"SELECT {', '.join(_SQL_COLS)} FROM memories WHERE {where} ORDER BY {order}"
-        return [_record(row) for row in self.con.execute(sql, params).fetchall()]
-
-    def get(self, memory_id: str) -> MemoryRecord:
-        found = self._records("id = ?", [memory_id])
-        if not found:
-            raise NotFound(f"no memory with id {memory_id!r}")
-        return found[0]
-
-    def get_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
-        if not ids:
-            return {}
-        sql, params = _in("id", ids)
-        return {r.id: r for r in self._records(sql, params)}
-
-    def memories(self, user: str | None = None, *, include_inactive: bool = False,
-                 filters: dict[str, Any] | None = None, limit: int | None = None) -> list[MemoryRecord]:
-        """Return memories of `user` (all users when None), oldest first."""
-        where, params = _where(user, filters, active_only=not include_inactive)
-        order = "created_at, id" + (f" LIMIT {int(limit)}" if limit else "")
-        return self._records(where, params, order)
-
-    def active_for(self, user: str, subjects: Iterable[str] = ()) -> list[MemoryRecord]:
-        """Return the user's active memories about any of `subjects`."""
-        subjects = [s for s in subjects if s]
-        if not subjects:
-            return []
-        sql, params = _in("subject", subjects)
-        return self._records(f"user_id = ? AND status = 'active' AND {sql}", [user, *params])
-
-    def self_names(self, user: str) -> list[str]:
-        """Return the names the user goes by, from their active name memories."""
-        rows = self.con.execute(
-            "SELECT DISTINCT value FROM memories WHERE user_id = ? AND status = 'active' AND subject = 'user' "
-            "AND attribute = 'name' AND value IS NOT NULL", [user]).fetchall()
-        return [r[0] for r in rows]
-
     def pinned(self, user: str, filters: dict[str, Any] | None = None) -> list[MemoryRecord]:
         if not self._pinned_ids:
             return []
-        where, params = _where(user, filters, active_only=True)
+        where, params = self._where(user, filters, active_only=True)
         sql, ids = _in("id", sorted(self._pinned_ids))
         return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
 
     def vectors(self, ids: list[str]) -> np.ndarray:
         return self.index.vectors(ids)
 
-    def events(self, memory_id: str) -> list[Event]:
-        rows = self.con.execute(
-            "SELECT id, memory_id, ts, action, status_from, status_to, reason, evidence, other_id "
-            "FROM events WHERE memory_id = ? OR other_id = ? ORDER BY ts, rowid", [memory_id, memory_id]
-        ).fetchall()
-        return [Event(r[0], r[1], _aware(r[2]), r[3], r[4], r[5], r[6], json.loads(r[7] or "{}"), r[8]) for r in rows]
-
-    def links(self, ids: list[str], kinds: tuple[str, ...] = ("supersedes", "because", "refers_to")) -> list[Link]:
-        if not ids:
-            return []
-        (src, src_p), (dst, dst_p), (kind, kind_p) = _in("src", ids), _in("dst", ids), _in("kind", kinds)
-        rows = self.con.execute(f"SELECT src, dst, kind, ts FROM links WHERE ({src} OR {dst}) AND {kind} ORDER BY ts",
-                                [*src_p, *dst_p, *kind_p]).fetchall()
-        return [Link(r[0], r[1], r[2], _aware(r[3])) for r in rows]
-
-    def turn(self, turn_id: str) -> Turn:
-        row = self.con.execute("SELECT id, user_id, text, ts, session, agent, role, meta FROM turns WHERE id = ?",
-                               [turn_id]).fetchone()
-        if row is None:
-            raise NotFound(f"no turn with id {turn_id!r}")
-        return _turn(row)
-
-    def recent_turns(self, user: str, session: str | None, limit: int) -> list[Turn]:
-        """Return the last `limit` turns of a user's session, oldest first."""
-        rows = self.con.execute(
-            "SELECT id, user_id, text, ts, session, agent, role, meta FROM turns WHERE user_id = ? "
-            "AND session IS NOT DISTINCT FROM ? ORDER BY ts DESC, rowid DESC LIMIT ?", [user, session, limit]
-        ).fetchall()
-        return [_turn(r) for r in reversed(rows)]
-
-    def turns(self, user: str | None = None) -> list[Turn]:
-        where = "user_id = ?" if user else "TRUE"
-        rows = self.con.execute(f"SELECT id, user_id, text, ts, session, agent, role, meta FROM turns WHERE {where} "
-                                "ORDER BY ts, id", [user] if user else []).fetchall()
-        return [_turn(r) for r in rows]
-
-    def stats(self) -> dict[str, Any]:
-        by_status = dict(self.con.execute("SELECT status, count(*) FROM memories GROUP BY status").fetchall())
-        return {
-            "path": self.path,
-            "schema_version": self.schema_version,
-            "embedder": self.embedder,
-            "dim": self.dim,
-            "index": ann.kind_of(self.index),
-            "memories": sum(by_status.values()),
-            "by_status": by_status,
-            "users": self.con.execute("SELECT count(DISTINCT user_id) FROM memories").fetchone()[0],
-            "turns": self.con.execute("SELECT count(*) FROM turns").fetchone()[0],
-            "events": self.con.execute("SELECT count(*) FROM events").fetchone()[0],
-            "links": self.con.execute("SELECT count(*) FROM links").fetchone()[0],
-        }
+    def _index_stats(self) -> dict[str, Any]:
+        return {"index": ann.kind_of(self.index)}
 
     # ----------------------------------------------------------------- search
     def search_dense(self, qvec: np.ndarray, k: int, *, user: str,
@@ -515,7 +383,7 @@ class Store:
     def _allowed(self, user: str, filters: dict[str, Any] | None) -> set[str] | None:
         if not filters or not any(v is not None for v in filters.values()):
             return None
-        where, params = _where(user, filters, active_only=True)
+        where, params = self._where(user, filters, active_only=True)
         return {r[0] for r in self.con.execute(f"SELECT id FROM memories WHERE {where}", params).fetchall()}
 
     def _sync_lexical(self) -> None:
@@ -557,7 +425,7 @@ class Store:
         """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
         # One short statement (no scan of the stopword table per query): the stopwords are dropped here.
         rows = self.con.execute(f"SELECT DISTINCT tok, stem(tok, 'porter') FROM (SELECT unnest("
-                                f"{_TOKENS.format('?::VARCHAR')}) AS tok)", [_text(text, "query")]).fetchall()
+                                f"{_TOKENS.format('?::VARCHAR')}) AS tok)", [check_text(text, "query")]).fetchall()
         return sorted({stem for tok, stem in rows if tok not in _STOPWORD_SET})
 
     def search_lexical(self, query: str, k: int, *, user: str,
@@ -580,7 +448,7 @@ class Store:
         """Return {"YYYY-MM": count} of tombstones whose status changed before `cutoff`."""
         return dict(self.con.execute(
             "SELECT strftime(status_at, '%Y-%m') AS month, count(*) FROM memories WHERE status <> 'active' "
-            "AND status_at < ? GROUP BY month ORDER BY month", [_naive(cutoff)]).fetchall())
+            "AND status_at < ? GROUP BY month ORDER BY month", [naive(cutoff)]).fetchall())
 
     def _digest(self, select: str, params: list[Any]) -> tuple[int, str]:
         # xor of row hashes: order-free, so partitions combine; DuckDB's hash is stable within its version.
@@ -597,7 +465,7 @@ class Store:
         parts: list[dict[str, Any]] = []
         with self.transaction():
             self.con.execute("CREATE OR REPLACE TEMP TABLE archive_ids AS SELECT id, strftime(status_at, '%Y-%m') "
-                             "AS month FROM memories WHERE status <> 'active' AND status_at < ?", [_naive(cutoff)])
+                             "AS month FROM memories WHERE status <> 'active' AND status_at < ?", [naive(cutoff)])
             self.con.execute("CREATE OR REPLACE TEMP TABLE archive_links AS SELECT l.*, least(s.month, d.month) "
                              "AS month FROM links l LEFT JOIN archive_ids s ON l.src = s.id LEFT JOIN archive_ids d "
                              "ON l.dst = d.id WHERE s.id IS NOT NULL OR d.id IS NOT NULL")
@@ -681,76 +549,41 @@ class Store:
         """Yield ("turns", [Turn]), ("memories", [(MemoryRecord, vector)]), ("events", ...), ("links", ...) batches.
 
         One read transaction on its own cursor: a consistent snapshot that neither waits
-        for writers nor holds more than one batch. Orders are total, so equal stores dump
-        equal streams; turns and events keep insertion order within a timestamp (as history
-        does), so an import replays them in the same order. With `user`, events and links are
-        those touching the user's memories.
+        for writers nor holds more than one batch (what and in which order: `sql.dump_queries`).
         """
-        mine, params = ("user_id = ?", [user]) if user is not None else ("TRUE", [])
-        owned = f"IN (SELECT id FROM memories WHERE {mine})" if user is not None else "IS NOT NULL"
+        convert = {"turns": turn_of, "events": event_of, "links": link_of}
         cur = self.con.cursor()
         try:
             cur.execute("BEGIN TRANSACTION")
-            cur.execute(f"SELECT id, user_id, text, ts, session, agent, role, meta FROM turns WHERE {mine} "
-                        "ORDER BY ts, rowid", params)
-            while rows := cur.fetchmany(batch_size):
-                yield "turns", [_turn(r) for r in rows]
-            reader = cur.execute(f"SELECT {', '.join(_SQL_COLS)}, embedding FROM memories WHERE {mine} "
-                                 "ORDER BY created_at, id", params).to_arrow_reader(batch_size)
-            for batch in reader:
-                cols = [batch.column(k).to_pylist() for k in range(len(_SQL_COLS))]
-                vecs = batch.column(len(_SQL_COLS)).flatten().to_numpy().reshape(-1, self.dim)
-                yield "memories", [(_record(row), vecs[k]) for k, row in enumerate(zip(*cols, strict=True))]
-            cur.execute("SELECT id, memory_id, ts, action, status_from, status_to, reason, evidence, other_id "
-                        f"FROM events WHERE memory_id {owned} ORDER BY ts, rowid", params)
-            while rows := cur.fetchmany(batch_size):
-                yield "events", [self._event_of(r) for r in rows]
-            cur.execute(f"SELECT src, dst, kind, ts FROM links WHERE src {owned} OR dst {owned} "
-                        "ORDER BY ts, src, dst, kind", params * 2)
-            while rows := cur.fetchmany(batch_size):
-                yield "links", [Link(r[0], r[1], r[2], _aware(r[3])) for r in rows]
+            for section, sql, params in dump_queries(DUCKDB, user):
+                if section == "memories":
+                    for batch in cur.execute(sql, params).to_arrow_reader(batch_size):
+                        cols = [batch.column(k).to_pylist() for k in range(len(SQL_COLS))]
+                        vecs = batch.column(len(SQL_COLS)).flatten().to_numpy().reshape(-1, self.dim)
+                        yield section, [(record_of(row), vecs[k]) for k, row in enumerate(zip(*cols, strict=True))]
+                    continue
+                cur.execute(sql, params)
+                while rows := cur.fetchmany(batch_size):
+                    yield section, [convert[section](r) for r in rows]
         finally:
             cur.close()
 
     def review(self, user: str | None = None, *, batch_size: int = 500) -> Iterable[list[tuple[MemoryRecord, list[Event]]]]:
         """Yield batches of (memory, its events) ordered by user, status (active first), kind and age."""
         mine, params = ("user_id = ?", [user]) if user is not None else ("TRUE", [])
-        cols = ", ".join(f"m.{c}" for c in _SQL_COLS)
+        cols = ", ".join(f"m.{c}" for c in SQL_COLS)
         # One query with the events aggregated per memory: a second query would need a second cursor,
         # which is a second snapshot.
         sql = (f"SELECT {cols}, (SELECT list((e.id, e.memory_id, e.ts, e.action, e.status_from, e.status_to, "
                "e.reason, e.evidence, e.other_id) ORDER BY e.ts, e.rowid) FROM events e WHERE e.memory_id = m.id) "
-               f"FROM memories m WHERE {mine} ORDER BY m.user_id, CASE m.status WHEN 'active' THEN 0 "
-               "WHEN 'superseded' THEN 1 WHEN 'forgotten' THEN 2 WHEN 'decayed' THEN 3 ELSE 4 END, "
-               "m.kind, m.created_at, m.id")
+               f"FROM memories m WHERE {mine} ORDER BY {REVIEW_ORDER}")
         cur = self.con.cursor()
         try:
             cur.execute(sql, params)
             while rows := cur.fetchmany(batch_size):
-                yield [(_record(r[:-1]), [self._event_of(e) for e in r[-1] or ()]) for r in rows]
+                yield [(record_of(r[:-1]), [event_of(e) for e in r[-1] or ()]) for r in rows]
         finally:
             cur.close()
-
-    @staticmethod
-    def _event_of(r: tuple) -> Event:
-        return Event(r[0], r[1], _aware(r[2]), r[3], r[4], r[5], r[6], json.loads(r[7] or "{}"), r[8])
-
-    def existing(self, table: str, ids: Sequence[str]) -> set[str]:
-        """Return which of `ids` are already in `table` ("turns", "memories" or "events"): imports refuse clashes."""
-        if table not in ("turns", "memories", "events"):
-            raise InvalidInput(f"existing() checks turns, memories or events, not {table!r}")
-        if not ids:
-            return set()
-        rows = self.con.execute(f"SELECT DISTINCT id FROM {table} WHERE id IN (SELECT unnest(?))", [list(ids)])
-        return {r[0] for r in rows.fetchall()}
-
-    def existing_links(self, links: Sequence[Link]) -> set[tuple[str, str, str, datetime | None]]:
-        """Return the (src, dst, kind, at) of `links` already stored, with `at` as aware UTC."""
-        if not links:
-            return set()
-        rows = self.con.execute("SELECT src, dst, kind, ts FROM links WHERE src IN (SELECT unnest(?))",
-                                [list({lk.src for lk in links})]).fetchall()
-        return {(r[0], r[1], r[2], _aware(r[3])) for r in rows}
 
     @property
     def lexical_stale(self) -> bool:
@@ -774,32 +607,31 @@ class Store:
         self._writable()
         if not rows:
             return
-        get = {
-            "turns": lambda t: (t.id, t.user, t.session, t.agent, t.role, _text(t.text, "turn text"), _naive(t.at),
-                                json.dumps(t.meta, default=str)),
-            "events": lambda e: (e.id, e.memory_id, _naive(e.at), e.action, e.status_from, e.status_to, e.reason,
-                                 json.dumps(e.evidence, default=str), e.other_id),
-            "links": lambda lk: (lk.src, lk.dst, lk.kind, _naive(lk.at)),
-        }
-        if table not in get:
-            raise InvalidInput(f"_append() writes turns, events or links, not {table!r}")
-        names = [r[0] for r in self.con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ? AND table_schema = 'main' "
-            "ORDER BY ordinal_position",
-            [table]).fetchall()]
-        values = list(zip(*map(get[table], rows), strict=True))
+        cols, values_of = _APPENDED[table]
+        values = list(zip(*map(values_of, rows), strict=True))
         batch = pa.table({n: pa.array(v, type=pa.timestamp("us") if n == "ts" else pa.string())  # noqa: F841
-                          for n, v in zip(names, values, strict=True)})
+                          for n, v in zip(cols.split(", "), values, strict=True)})
         with self._lock:
-            self.con.execute(f"INSERT INTO {table} SELECT * FROM batch")
+            self.con.execute(f"INSERT INTO {table} ({cols}) SELECT * FROM batch")
 
-    def set_importance(self, memory_id: str, importance: float) -> None:
-        """Set one memory's importance (approved consolidation); callers write the event in the same transaction."""
-        self._writable()
-        if self.con.execute("SELECT count(*) FROM memories WHERE id = ?", [memory_id]).fetchone()[0] == 0:
-            raise NotFound(f"no memory with id {memory_id!r}")
-        self.con.execute("UPDATE memories SET importance = ? WHERE id = ?",
-                         [min(1.0, max(0.0, float(importance))), memory_id])
+
+# What `_append` writes to each table: its columns and each row's values in their order.
+_APPENDED: dict[str, tuple[str, Any]] = {
+    "turns": (TURN_COLS, turn_values), "events": (EVENT_COLS, event_values), "links": (LINK_COLS, link_values)}
+
+
+class _CursorView(DuckDBStore):
+    """A store's queries on one cursor: attribute reads and writes other than `con` go to the base store."""
+
+    def __init__(self, base: DuckDBStore, con: duckdb.DuckDBPyConnection):  # noqa: D107 - nothing is opened here
+        object.__setattr__(self, "_base", base)
+        object.__setattr__(self, "con", con)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_base"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(object.__getattribute__(self, "_base"), name, value)
 
 
 def _connect(path: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -816,10 +648,10 @@ def _connect(path: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
 
 
 class _Transaction:
-    def __init__(self, store: Store):
+    def __init__(self, store: DuckDBStore):
         self.store = store
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> DuckDBStore:
         self.store._lock.acquire()
         self.store.con.execute("BEGIN TRANSACTION")
         return self.store
@@ -836,76 +668,3 @@ class _Transaction:
                     self.store._load_index()
         finally:
             self.store._lock.release()
-
-
-class Dialect(NamedTuple):
-    """What differs in a WHERE clause between the backends: the parameter mark, a column IN a list, meta.key = v."""
-
-    mark: str
-    any_of: Callable[[str, Sequence[Any]], tuple[str, list[Any]]]
-    meta_eq: Callable[[str, str], tuple[str, list[Any]]]
-
-
-def where(user: str | None, filters: dict[str, Any] | None, *, active_only: bool,
-          dialect: Dialect) -> tuple[str, list[Any]]:
-    """Return a WHERE clause and its parameters for a user and the recall filters, in `dialect`."""
-    q = dialect.mark
-    clauses, params = ["TRUE"], []
-    if user is not None:
-        clauses.append(f"user_id = {q}")
-        params.append(user)
-    if active_only:
-        clauses.append("status = 'active'")
-    for key, value in (filters or {}).items():
-        if value is None:
-            continue
-        if key in ("agent", "session", "subject", "attribute", "record_id", "status"):
-            sql, values = f"{key} = {q}", [value]
-        elif key in ("kinds", "categories"):
-            sql, values = dialect.any_of("kind" if key == "kinds" else "category", list(value))
-        elif key in ("since", "until"):
-            sql, values = f"created_at {'>=' if key == 'since' else '<='} {q}", [_naive(value)]
-        elif key == "meta":
-            pairs = [dialect.meta_eq(str(k), str(v)) for k, v in value.items()]
-            sql, values = " AND ".join(p[0] for p in pairs) or "TRUE", [x for p in pairs for x in p[1]]
-        else:
-            raise InvalidInput(f"unknown filter {key!r}; use agent, session, kinds, categories, since, until, meta")
-        clauses.append(sql)
-        params.extend(values)
-    return " AND ".join(clauses), params
-
-
-def _where(user: str | None, filters: dict[str, Any] | None, *, active_only: bool) -> tuple[str, list[Any]]:
-    """Return a WHERE clause and its parameters for a user and the recall filters (DuckDB)."""
-    return where(user, filters, active_only=active_only, dialect=DUCKDB)
-
-
-def _record(row: tuple) -> MemoryRecord:
-    values = dict(zip(_MEM_COLS, row, strict=True))
-    for name in _TIMES:
-        values[name] = _aware(values[name])
-    values["references"] = tuple(values["references"] or ())
-    values["meta"] = json.loads(values["meta"] or "{}")
-    return MemoryRecord(**values)
-
-
-def _turn(row: tuple) -> Turn:
-    return Turn(id=row[0], user=row[1], text=row[2], at=_aware(row[3]), session=row[4], agent=row[5], role=row[6],
-                meta=json.loads(row[7] or "{}"))
-
-
-_PROBE_MAX = 2_000  # past this many ids a literal IN list costs more than one scan
-
-
-def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-    """Return ("column IN (...)", params): a literal list, which DuckDB pushes into the scan (zone maps) and
-    answers from the ART index on id; a list parameter (list_contains) is tested row by row. For very many
-    values, one semi-join."""
-    if not values:
-        return "FALSE", []
-    if len(values) > _PROBE_MAX:
-        return f"{column} IN (SELECT unnest(?))", [list(values)]
-    return f"{column} IN ({', '.join('?' * len(values))})", list(values)
-
-
-DUCKDB = Dialect("?", _in, lambda key, value: ("json_extract_string(meta, ?) = ?", [f"$.{key}", value]))
