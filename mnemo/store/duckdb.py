@@ -26,34 +26,16 @@ import pyarrow as pa
 
 from .. import ann
 from ..config import DecayConfig
-from ..errors import ExtensionUnavailable, InvalidInput, NotFound, StoreError, StoreLocked
+from ..errors import ExtensionUnavailable, StoreError, StoreLocked
 from ..index import VectorIndex
 from ..lexical import LexicalIndex
 from ..model import Event, Link, MemoryRecord, Turn
-from .rows import (
-    EVENT_COLS,
-    LINK_COLS,
-    MEM_COLS,
-    SQL_COLS,
-    TIMES,
-    TURN_COLS,
-    check_embedder,
-    check_text,
-    check_version,
-    event_of,
-    event_values,
-    link_of,
-    link_values,
-    naive,
-    new_meta,
-    record_of,
-    record_values,
-    turn_of,
-    turn_values,
-)
+from .parquet import ParquetArchive
+from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_text, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
-DUCKDB_VERSION = "1.5.5"
+DUCKDB_VERSION = "1.5.5"  # the pinned release the extension packages must match
+ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifests record it: digests are per version)
 # DuckDB caches table blocks up to its memory limit, 80% of RAM by default: at 1M memories that held
 # 2.2 GB of vector blocks already copied into the in-process index. A file store caps it (blocks are
 # read again from the file when needed; large operators spill to <file>.tmp); ":memory:" stores cannot.
@@ -142,14 +124,14 @@ def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
 
 
 DUCKDB = Dialect(
-    name="duckdb", mark="?", text_mark="?", seq="rowid", any_of=_in,
+    name="duckdb", mark="?", text_mark="?", seq="rowid", for_update="", any_of=_in,
     meta_eq=lambda key, value: ("json_extract_string(meta, ?) = ?", [f"$.{key}", value]),
     number=lambda x: f"CAST({x!r} AS DOUBLE)", log2=lambda x: f"log2({x})",
     seconds=lambda a, b: f"epoch({b}::TIMESTAMP - {a})",
 )
 
 
-class DuckDBStore(SQLStore):
+class DuckDBStore(ParquetArchive, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -203,15 +185,7 @@ class DuckDBStore(SQLStore):
         return dict(self.con.execute("SELECT key, value FROM store_meta").fetchall())
 
     def _check_embedder(self, embedder: str, dim: int) -> tuple[str, int]:
-        meta = self._meta()
-        if meta:
-            check_embedder(meta, embedder, dim, self.path)
-            return embedder, dim
-        if self.read_only:
-            raise StoreError(f"{self.path} is not a mnemo store (no store_meta table)")
-        self.con.execute("CREATE TABLE store_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        self.con.executemany("INSERT INTO store_meta VALUES (?, ?)", new_meta(embedder, dim))
-        return embedder, dim
+        return self._adopt_meta(embedder, dim, "CREATE TABLE store_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
 
     def _migrate(self) -> None:
         version = int(self._meta().get("schema_version", 0))
@@ -281,20 +255,15 @@ class DuckDBStore(SQLStore):
         """Record a raw turn in its own committed transaction, before anything is extracted from it."""
         self._writable()
         with self._lock:
-            self.con.execute(f"INSERT INTO turns ({TURN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", turn_values(turn))
+            self.con.execute(f"INSERT INTO turns ({TURNS.cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", TURNS.values(turn))
 
     def insert_memories(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
         """Insert memories and their vectors through Arrow (one statement, not one per row)."""
-        self._writable()
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.shape != (len(records), self.dim):
-            raise InvalidInput(f"expected {len(records)} vectors of dimension {self.dim}, got shape {vectors.shape}")
+        vectors = self._insertable(records, vectors)
         if not len(records):
             return
-        for r in records:
-            check_text(r.text, "memory text")
         cols: dict[str, Any] = {}
-        for name, col, values in zip(MEM_COLS, SQL_COLS, zip(*map(record_values, records), strict=True), strict=True):
+        for name, col, values in zip(MEM_COLS, SQL_COLS, zip(*map(MEMORIES.values, records), strict=True), strict=True):
             arrow = (pa.timestamp("us") if name in TIMES else pa.list_(pa.string()) if name == "references"
                      else pa.string() if name == "meta" else None)
             cols[col] = pa.array(values, type=arrow) if arrow else list(values)
@@ -318,20 +287,10 @@ class DuckDBStore(SQLStore):
         """Append links in one Arrow statement."""
         self._append("links", list(links))
 
-    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
-                   successor: str | None = None) -> str:
-        """Change one memory's status (no event: callers write the event in the same transaction)."""
-        self._writable()
-        old = self.con.execute("SELECT status FROM memories WHERE id = ?", [memory_id]).fetchone()
-        if old is None:
-            raise NotFound(f"no memory with id {memory_id!r}")
-        self.con.execute(
-            "UPDATE memories SET status = ?, status_reason = ?, status_at = ?, successor_id = ? WHERE id = ?",
-            [status, reason, naive(at), successor, memory_id],
-        )
-        self.index.set_active([memory_id], status == "active")
-        self.lexical.set_active([memory_id], status == "active")
-        return old[0]
+    def _status_changed(self, ids: list[str], active: bool) -> None:
+        # The in-process indexes search active memories only.
+        self.index.set_active(ids, active)
+        self.lexical.set_active(ids, active)
 
     def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
         """Tombstone, in one set-based pass, active memories whose salience is under the threshold.
@@ -355,8 +314,7 @@ class DuckDBStore(SQLStore):
                     [naive(now), cfg.threshold])
             self.con.execute("DROP TABLE decayed")
         if rows and not dry_run:
-            self.index.set_active([r[0] for r in rows], False)
-            self.lexical.set_active([r[0] for r in rows], False)
+            self._status_changed([r[0] for r in rows], False)
         return [(r[0], float(r[1])) for r in rows]
 
     # ----------------------------------------------------------------- reads
@@ -436,109 +394,6 @@ class DuckDBStore(SQLStore):
         allowed = self._allowed(user, filters)
         return self.lexical.search(terms, k, user=user, allowed=allowed)
 
-    # ----------------------------------------------------------------- cold archive (mnemo.archive)
-    # Archiving is the one place mnemo hard-deletes rows, and only rows it wrote out and verified first.
-    _ARCHIVED = {
-        "memories": "SELECT m.* FROM memories m JOIN archive_ids a USING (id) WHERE a.month = ?",
-        "events": "SELECT e.* FROM events e JOIN archive_ids a ON e.memory_id = a.id WHERE a.month = ?",
-        "links": "SELECT * EXCLUDE (month) FROM archive_links WHERE month = ?",
-    }
-
-    def archive_candidates(self, cutoff: datetime) -> dict[str, int]:
-        """Return {"YYYY-MM": count} of tombstones whose status changed before `cutoff`."""
-        return dict(self.con.execute(
-            "SELECT strftime(status_at, '%Y-%m') AS month, count(*) FROM memories WHERE status <> 'active' "
-            "AND status_at < ? GROUP BY month ORDER BY month", [naive(cutoff)]).fetchall())
-
-    def _digest(self, select: str, params: list[Any]) -> tuple[int, str]:
-        # xor of row hashes: order-free, so partitions combine; DuckDB's hash is stable within its version.
-        rows, digest = self.con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM ({select}) t", params).fetchone()
-        return int(rows), f"{int(digest or 0):016x}"
-
-    def archive_export(self, cutoff: datetime, out_dir: str | Path) -> list[dict[str, Any]]:
-        """Write tombstones older than `cutoff`, with their events and links, as Parquet partitions by month.
-
-        Returns [{"month", "files": {table: {"path", "rows", "digest"}}}]. A link goes to the earlier
-        month of its archived ends, so none is written twice. Nothing is deleted here.
-        """
-        out = Path(out_dir)
-        parts: list[dict[str, Any]] = []
-        with self.transaction():
-            self.con.execute("CREATE OR REPLACE TEMP TABLE archive_ids AS SELECT id, strftime(status_at, '%Y-%m') "
-                             "AS month FROM memories WHERE status <> 'active' AND status_at < ?", [naive(cutoff)])
-            self.con.execute("CREATE OR REPLACE TEMP TABLE archive_links AS SELECT l.*, least(s.month, d.month) "
-                             "AS month FROM links l LEFT JOIN archive_ids s ON l.src = s.id LEFT JOIN archive_ids d "
-                             "ON l.dst = d.id WHERE s.id IS NOT NULL OR d.id IS NOT NULL")
-            months = [r[0] for r in self.con.execute("SELECT DISTINCT month FROM archive_ids ORDER BY 1").fetchall()]
-            for month in months:
-                folder = out / f"month={month}"
-                folder.mkdir(parents=True, exist_ok=True)
-                files = {}
-                for table, select in self._ARCHIVED.items():
-                    path = folder / f"{table}.parquet"
-                    literal = str(path).replace("'", "''")
-                    self.con.execute(f"COPY ({select}) TO '{literal}' (FORMAT parquet, COMPRESSION zstd)", [month])
-                    rows, digest = self._digest(select, [month])
-                    files[table] = {"path": str(path), "rows": rows, "digest": digest}
-                parts.append({"month": month, "files": files})
-            self.con.execute("DROP TABLE archive_ids")
-            self.con.execute("DROP TABLE archive_links")
-        return parts
-
-    def archive_purge(self, memories_files: list[str], expected: dict[str, int]) -> dict[str, int]:
-        """Hard-delete the archived rows named by verified Parquet files; roll back unless counts equal `expected`."""
-        self._writable()
-        with self.transaction():
-            self.con.execute("CREATE OR REPLACE TEMP TABLE purge_ids AS SELECT id FROM read_parquet(?)",
-                             [list(memories_files)])
-            deleted = {
-                "links": self.con.execute("DELETE FROM links WHERE src IN (SELECT id FROM purge_ids) "
-                                          "OR dst IN (SELECT id FROM purge_ids)").fetchone()[0],
-                "events": self.con.execute("DELETE FROM events WHERE memory_id IN (SELECT id FROM purge_ids)"
-                                           ).fetchone()[0],
-                # Never an active memory: one restored since the export makes the counts differ and undoes it all.
-                "memories": self.con.execute("DELETE FROM memories WHERE status <> 'active' "
-                                             "AND id IN (SELECT id FROM purge_ids)").fetchone()[0],
-            }
-            self.con.execute("DROP TABLE purge_ids")
-            if deleted != expected:
-                raise StoreError(f"archive purge would delete {deleted}, not the archived {expected}: the store "
-                                 "changed since the export; nothing was deleted, run the archive again")
-        self._reload_index()
-        return deleted
-
-    def archive_restore(self, files: dict[str, list[str]], expected: dict[str, tuple[int, str]] | None) -> dict[str, int]:
-        """Insert archived memories (with vectors), events and links from Parquet, refusing ids already present.
-
-        `files` maps each table to its Parquet files; `expected` maps it to (rows, digest) as
-        exported, checked inside the transaction (None skips the digest, e.g. across DuckDB versions).
-        """
-        self._writable()
-        counts: dict[str, int] = {}
-        with self.transaction():
-            clash = [r[0] for r in self.con.execute(
-                "SELECT id FROM read_parquet(?) WHERE id IN (SELECT id FROM memories) ORDER BY id LIMIT 6",
-                [list(files["memories"])]).fetchall()]
-            if clash:
-                raise InvalidInput(f"the archive holds memories already in the store ({', '.join(clash[:5])}"
-                                   f"{', ...' if len(clash) > 5 else ''}); nothing was restored")
-            for table in self._ARCHIVED:
-                self.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [list(files[table])])
-                # Memories are hashed as stored: Parquet keeps FLOAT[dim] as a plain list, which hashes differently.
-                select = ("SELECT m.* FROM memories m WHERE m.id IN (SELECT id FROM read_parquet(?))"
-                          if table == "memories" else "SELECT * FROM read_parquet(?)")
-                rows, digest = self._digest(select, [list(files[table])])
-                if expected is not None and (rows, digest) != tuple(expected[table]):
-                    raise StoreError(f"archived {table} read back as {rows} rows / digest {digest}, manifest says "
-                                     f"{tuple(expected[table])}; nothing was restored")
-                counts[table] = rows
-        self._reload_index()
-        return counts
-
-    def table_digests(self) -> dict[str, tuple[int, str]]:
-        """Return (rows, digest) of memories, events and links: equal digests mean equal contents."""
-        return {t: self._digest(f"SELECT * FROM {t}", []) for t in self._ARCHIVED}
-
     def _reload_index(self) -> None:
         # The in-process index has no delete; after a purge or restore it is rebuilt from the file.
         self.index = VectorIndex(self.dim)
@@ -551,7 +406,7 @@ class DuckDBStore(SQLStore):
         One read transaction on its own cursor: a consistent snapshot that neither waits
         for writers nor holds more than one batch (what and in which order: `sql.dump_queries`).
         """
-        convert = {"turns": turn_of, "events": event_of, "links": link_of}
+        convert = {"turns": TURNS.of, "events": EVENTS.of, "links": LINKS.of}
         cur = self.con.cursor()
         try:
             cur.execute("BEGIN TRANSACTION")
@@ -560,7 +415,7 @@ class DuckDBStore(SQLStore):
                     for batch in cur.execute(sql, params).to_arrow_reader(batch_size):
                         cols = [batch.column(k).to_pylist() for k in range(len(SQL_COLS))]
                         vecs = batch.column(len(SQL_COLS)).flatten().to_numpy().reshape(-1, self.dim)
-                        yield section, [(record_of(row), vecs[k]) for k, row in enumerate(zip(*cols, strict=True))]
+                        yield section, [(MEMORIES.of(row), vecs[k]) for k, row in enumerate(zip(*cols, strict=True))]
                     continue
                 cur.execute(sql, params)
                 while rows := cur.fetchmany(batch_size):
@@ -581,7 +436,7 @@ class DuckDBStore(SQLStore):
         try:
             cur.execute(sql, params)
             while rows := cur.fetchmany(batch_size):
-                yield [(record_of(r[:-1]), [event_of(e) for e in r[-1] or ()]) for r in rows]
+                yield [(MEMORIES.of(r[:-1]), [EVENTS.of(e) for e in r[-1] or ()]) for r in rows]
         finally:
             cur.close()
 
@@ -607,17 +462,15 @@ class DuckDBStore(SQLStore):
         self._writable()
         if not rows:
             return
-        cols, values_of = _APPENDED[table]
-        values = list(zip(*map(values_of, rows), strict=True))
+        spec = _APPENDED[table]
+        values = list(zip(*map(spec.values, rows), strict=True))
         batch = pa.table({n: pa.array(v, type=pa.timestamp("us") if n == "ts" else pa.string())  # noqa: F841
-                          for n, v in zip(cols.split(", "), values, strict=True)})
+                          for n, v in zip(spec.cols.split(", "), values, strict=True)})
         with self._lock:
-            self.con.execute(f"INSERT INTO {table} ({cols}) SELECT * FROM batch")
+            self.con.execute(f"INSERT INTO {table} ({spec.cols}) SELECT * FROM batch")
 
 
-# What `_append` writes to each table: its columns and each row's values in their order.
-_APPENDED: dict[str, tuple[str, Any]] = {
-    "turns": (TURN_COLS, turn_values), "events": (EVENT_COLS, event_values), "links": (LINK_COLS, link_values)}
+_APPENDED = {"turns": TURNS, "events": EVENTS, "links": LINKS}  # what `_append` writes
 
 
 class _CursorView(DuckDBStore):

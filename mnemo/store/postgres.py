@@ -53,28 +53,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from ..config import DecayConfig
-from ..errors import ExtensionUnavailable, InvalidInput, NotFound, StoreError
+from ..errors import ExtensionUnavailable, InvalidInput, StoreError
 from ..model import Event, Link, MemoryRecord, Turn
-from .rows import (
-    EVENT_COLS,
-    LINK_COLS,
-    SQL_COLS,
-    TIMES,
-    TURN_COLS,
-    check_embedder,
-    check_text,
-    check_version,
-    event_of,
-    event_values,
-    link_of,
-    link_values,
-    naive,
-    new_meta,
-    record_of,
-    record_values,
-    turn_of,
-    turn_values,
-)
+from .rows import EVENTS, LINKS, MEMORIES, SQL_COLS, TIMES, TURNS, check_text, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
 DSN_PREFIXES = ("postgresql://", "postgres://")
@@ -203,7 +184,7 @@ def _vector_schema(con: Any, *, create: bool) -> str:
 
 
 POSTGRES = Dialect(
-    name="postgres", mark="%s", text_mark="%s::text", seq="seq",
+    name="postgres", mark="%s", text_mark="%s::text", seq="seq", for_update=" FOR UPDATE",
     any_of=lambda column, values: (f"{column} = ANY(%s::text[])", [list(values)]),
     meta_eq=lambda key, value: ("(meta::jsonb ->> %s) = %s", [key, value]),
     number=lambda x: f"{x!r}::float8", log2=lambda x: f"(ln({x}) / ln(2::float8))",
@@ -277,16 +258,8 @@ class PgStore(SQLStore):
         with self.transaction():
             if not self.read_only:
                 self.con.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"mnemo.store_pg:{self.schema}"])
-            meta = self._meta()
-            if meta:
-                check_embedder(meta, embedder, dim, self.path)
-                return embedder, dim
-            if self.read_only:
-                raise StoreError(f"{self.path} is not a mnemo store (no store_meta table in schema {self.schema!r})")
-            self.con.execute('CREATE TABLE store_meta (key text COLLATE "C" PRIMARY KEY, value text)')
-            with self.con.cursor() as cur:
-                cur.executemany("INSERT INTO store_meta VALUES (%s, %s)", new_meta(embedder, dim))
-        return embedder, dim
+            return self._adopt_meta(embedder, dim, 'CREATE TABLE store_meta (key text COLLATE "C" PRIMARY KEY, value text)',
+                                    where=f" in schema {self.schema!r}")
 
     def _migrate(self) -> None:
         with self.transaction():
@@ -332,47 +305,32 @@ class PgStore(SQLStore):
     def insert_turns(self, turns: Sequence[Turn]) -> None:
         """Insert many turns (imports); callers hold a transaction."""
         self._writable()
-        self._many(f"INSERT INTO turns ({TURN_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                   [turn_values(t) for t in turns])
+        self._many(f"INSERT INTO turns ({TURNS.cols}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                   [TURNS.values(t) for t in turns])
 
     def insert_memories(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
         """Insert memories and their vectors with one COPY (not one statement per row)."""
-        self._writable()
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.shape != (len(records), self.dim):
-            raise InvalidInput(f"expected {len(records)} vectors of dimension {self.dim}, got shape {vectors.shape}")
+        vectors = self._insertable(records, vectors)
         if not len(records):
             return
-        for r in records:
-            check_text(r.text, "memory text")
         with self._lock, _unique(), self.con.cursor() as cur:
             # Binary COPY: text would format every float in Python, which costs more than the whole insert.
             with cur.copy(f"COPY memories ({', '.join(SQL_COLS)}, embedding) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(_COPY_TYPES)
                 for r, vec in zip(records, vectors, strict=True):
-                    copy.write_row([*record_values(r), vec])
+                    copy.write_row([*MEMORIES.values(r), vec])
 
     def insert_events(self, events: Iterable[Event]) -> None:
-        self._many(f"INSERT INTO events ({EVENT_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                   [event_values(e) for e in events])
+        self._many(f"INSERT INTO events ({EVENTS.cols}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                   [EVENTS.values(e) for e in events])
 
     def insert_links(self, links: Iterable[Link]) -> None:
-        self._many(f"INSERT INTO links ({LINK_COLS}) VALUES (%s, %s, %s, %s)", [link_values(lk) for lk in links])
+        self._many(f"INSERT INTO links ({LINKS.cols}) VALUES (%s, %s, %s, %s)", [LINKS.values(lk) for lk in links])
 
-    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
-                   successor: str | None = None) -> str:
-        """Change one memory's status (no event: callers write the event in the same transaction)."""
-        self._writable()
-        with self.transaction():
-            # FOR UPDATE: a concurrent writer changing the same memory waits, so the old status returned is true.
-            old = self.con.execute("SELECT status FROM memories WHERE id = %s FOR UPDATE", [memory_id]).fetchone()
-            if old is None:
-                raise NotFound(f"no memory with id {memory_id!r}")
-            self.con.execute(
-                "UPDATE memories SET status = %s, status_reason = %s, status_at = %s, successor_id = %s WHERE id = %s",
-                [status, reason, naive(at), successor, memory_id],
-            )
-        return old[0]
+    def _status_transaction(self) -> Any:
+        # Its own transaction, with the row locked (Dialect.for_update): a concurrent writer changing the
+        # same memory waits, so the old status returned is true.
+        return self.transaction()
 
     def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
         """Tombstone, in one statement, active memories whose salience is under the threshold.
@@ -390,7 +348,7 @@ class PgStore(SQLStore):
                   UPDATE memories m SET status = 'decayed', status_reason = 'decayed', status_at = %s
                   FROM decayed d WHERE m.id = d.id AND m.status = 'active' RETURNING m.id, d.salience),
                 logged AS (
-                  INSERT INTO events ({EVENT_COLS})
+                  INSERT INTO events ({EVENTS.cols})
                   SELECT 'e-' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 16), id, %s, 'decayed',
                          'active', 'decayed', 'decayed',
                          json_build_object('salience', salience, 'threshold', %s::float8)::text, NULL
@@ -516,8 +474,8 @@ class PgStore(SQLStore):
         consistent snapshot that neither waits for writers nor holds more than one batch.
         What and in which order: `sql.dump_queries`.
         """
-        convert = {"turns": turn_of, "memories": lambda r: (record_of(r[:-1]), _array(r[-1])), "events": event_of,
-                   "links": link_of}
+        convert = {"turns": TURNS.of, "memories": lambda r: (MEMORIES.of(r[:-1]), _array(r[-1])), "events": EVENTS.of,
+                   "links": LINKS.of}
         queries = [(section, sql, args, convert[section]) for section, sql, args in dump_queries(POSTGRES, user)]
         with self._snapshot() as con:
             for section, sql, args, convert in queries:
@@ -534,11 +492,11 @@ class PgStore(SQLStore):
             cur.execute(sql, params)
             # The events of each batch come from the same snapshot, so they agree with the memories.
             while rows := cur.fetchmany(batch_size):
-                records = [record_of(r) for r in rows]
+                records = [MEMORIES.of(r) for r in rows]
                 events: dict[str, list[Event]] = {}
-                for e in con.execute(f"SELECT {EVENT_COLS} FROM events WHERE memory_id = ANY(%s) ORDER BY ts, seq",
+                for e in con.execute(f"SELECT {EVENTS.cols} FROM events WHERE memory_id = ANY(%s) ORDER BY ts, seq",
                                      [[r.id for r in records]]).fetchall():
-                    events.setdefault(e[1], []).append(event_of(e))
+                    events.setdefault(e[1], []).append(EVENTS.of(e))
                 yield [(r, events.get(r.id, [])) for r in records]
 
     # ----------------------------------------------------------------- cold archive (DuckDB-only for now)

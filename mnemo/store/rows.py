@@ -8,10 +8,10 @@ runs SQL: these are the values the shared queries (`store.sql`) read and write.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import EmbedderMismatch, InvalidInput, StoreError
 from ..model import Event, Link, MemoryRecord, Turn
@@ -110,6 +110,20 @@ def link_of(row: Sequence[Any]) -> Link:
 def link_values(lk: Link) -> list[Any]:
     """Return a link's values in `LINK_COLS` order, ready to store."""
     return [lk.src, lk.dst, lk.kind, naive(lk.at)]
+
+
+class Table(NamedTuple):
+    """How a table's rows are read and written: its columns in row order, row -> value, value -> row."""
+
+    cols: str
+    of: Callable[[Sequence[Any]], Any]
+    values: Callable[[Any], list[Any]]
+
+
+MEMORIES = Table(", ".join(SQL_COLS), record_of, record_values)  # without the vector column
+TURNS = Table(TURN_COLS, turn_of, turn_values)
+EVENTS = Table(EVENT_COLS, event_of, event_values)
+LINKS = Table(LINK_COLS, link_of, link_values)
 
 
 def new_meta(embedder: str, dim: int) -> list[tuple[str, str]]:

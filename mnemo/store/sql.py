@@ -12,15 +12,31 @@ status changes, snapshots). Salience is rendered here from its one definition,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import numpy as np
 
 from ..config import DecayConfig
 from ..decay import kind_half_lives, salience_formula
 from ..errors import InvalidInput, NotFound, StoreError
 from ..model import Event, Link, MemoryRecord, Turn
-from .rows import EVENT_COLS, LINK_COLS, SQL_COLS, TURN_COLS, event_of, link_of, naive, record_of, turn_of
+from .rows import (
+    EVENT_COLS,
+    LINK_COLS,
+    SQL_COLS,
+    TURN_COLS,
+    check_embedder,
+    check_text,
+    event_of,
+    link_of,
+    naive,
+    new_meta,
+    record_of,
+    turn_of,
+)
 
 # The order `review` yields memories in: by user, active first, then by kind and age.
 REVIEW_ORDER = ("user_id, CASE status WHEN 'active' THEN 0 WHEN 'superseded' THEN 1 WHEN 'forgotten' THEN 2 "
@@ -36,6 +52,7 @@ class Dialect:
     mark: str  # a parameter
     text_mark: str  # a text parameter that may be NULL (PostgreSQL must be told its type)
     seq: str  # the column that keeps insertion order of turns and events within a timestamp
+    for_update: str  # what locks a row read before it is updated ("" where one writer holds the file)
     any_of: Callable[[str, Sequence[Any]], tuple[str, list[Any]]]  # column IN a list -> (sql, params)
     meta_eq: Callable[[str, str], tuple[str, list[Any]]]  # meta's key = value -> (sql, params)
     number: Callable[[float], str]  # a float literal
@@ -181,6 +198,24 @@ class SQLStore:
         """Execute one statement and return a cursor (fetchone / fetchall)."""
         raise NotImplementedError
 
+    def _adopt_meta(self, embedder: str, dim: int, create_table: str, *, where: str = "") -> tuple[str, int]:
+        """Check that the store was written with `embedder` and `dim`, or record them in a new store.
+
+        `create_table` is the engine's CREATE TABLE store_meta; `where` says where a
+        read-only store that holds none was looked for.
+        """
+        meta = self._meta()
+        if meta:
+            check_embedder(meta, embedder, dim, self.path)
+            return embedder, dim
+        if self.read_only:
+            raise StoreError(f"{self.path} is not a mnemo store (no store_meta table{where})")
+        self._run(create_table)
+        q = self.dialect.mark
+        for key, value in new_meta(embedder, dim):
+            self._run(f"INSERT INTO store_meta VALUES ({q}, {q})", [key, value])
+        return embedder, dim
+
     def _where(self, user: str | None, filters: dict[str, Any] | None, *, active_only: bool) -> tuple[str, list[Any]]:
         return where(user, filters, active_only=active_only, dialect=self.dialect)
 
@@ -234,6 +269,38 @@ class SQLStore:
     def _writable(self) -> None:
         if self.read_only:
             raise StoreError(f"{self.path} is open read-only; open it without read_only=True to write")
+
+    def _insertable(self, records: Sequence[MemoryRecord], vectors: Any) -> np.ndarray:
+        """Return `vectors` as float32 after checking the store is writable, one vector a record and storable texts."""
+        self._writable()
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(records), self.dim):
+            raise InvalidInput(f"expected {len(records)} vectors of dimension {self.dim}, got shape {vectors.shape}")
+        for r in records:
+            check_text(r.text, "memory text")
+        return vectors
+
+    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
+                   successor: str | None = None) -> str:
+        """Change one memory's status and return the old one (callers write the event in the same transaction)."""
+        self._writable()
+        q = self.dialect.mark
+        with self._status_transaction():
+            old = self._run(f"SELECT status FROM memories WHERE id = {q}{self.dialect.for_update}",
+                            [memory_id]).fetchone()
+            if old is None:
+                raise NotFound(f"no memory with id {memory_id!r}")
+            self._run(f"UPDATE memories SET status = {q}, status_reason = {q}, status_at = {q}, successor_id = {q} "
+                      f"WHERE id = {q}", [status, reason, naive(at), successor, memory_id])
+        self._status_changed([memory_id], status == "active")
+        return old[0]
+
+    def _status_transaction(self) -> Any:
+        """What `set_status` runs in: nothing of its own by default (callers hold the transaction)."""
+        return nullcontext()
+
+    def _status_changed(self, ids: list[str], active: bool) -> None:
+        """Follow a status change of `ids` outside the database (an engine's in-process indexes)."""
 
     def corroborate(self, memory_id: str, at: datetime) -> None:
         """Count one more corroboration of a memory, valid from `at` at the latest."""
