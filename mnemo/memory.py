@@ -43,7 +43,7 @@ class Memory:
 
         A postgresql:// DSN opens the PostgreSQL + pgvector store (`backend="postgres"`, see
         mnemo.store.postgres); anything else is a DuckDB file or ":memory:" (`backend="duckdb"`).
-        `index` chooses a DuckDB store's similarity index ("auto" by size, or one of mnemo.ann.KINDS).
+        `index` chooses a DuckDB store's similarity index ("auto" by size, or one of mnemo.store.ann.KINDS).
         """
         store_cls = store_class(path, backend)
         if embedder is None:

@@ -216,6 +216,13 @@ def test_no_module_imports_another_modules_private_names():
     assert sorted(set(PRIVATE_EXCEPTIONS) - found) == [], "these take no private name now: drop their exception"
 
 
+def test_every_mnemo_import_names_a_module_that_exists():
+    # Lazy imports run only on their path: a moved module must not leave one pointing nowhere.
+    missing = sorted((rel, module) for rel in _modules() for module, _ in imports(rel)
+                     if module.split(".")[0] == "mnemo" and _file_of(module) is None)
+    assert missing == []
+
+
 def test_both_store_engines_keep_the_store_protocol():
     from mnemo.store import DuckDBStore, PgStore, Store
 

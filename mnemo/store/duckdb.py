@@ -3,7 +3,7 @@
 One file per store (or ":memory:"). Memories keep their rows forever: a status
 change is an UPDATE plus an event row, never a DELETE. Vectors live in a
 fixed-size FLOAT[dim] column and are mirrored into an in-process matrix
-(`index.VectorIndex`, or an approximate index by size, `mnemo.ann`). Lexical
+(`store.index.VectorIndex`, or an approximate index by size, `store.ann`). Lexical
 search is BM25 with the analysis of the `fts` extension (loaded from its pinned
 PyPI package with no network): DuckDB tokenises and stems here, and the postings
 are served in process by `lexical.LexicalIndex`, which follows every write; rows
@@ -24,12 +24,12 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .. import ann
 from ..config import DecayConfig
 from ..errors import ExtensionUnavailable, StoreError, StoreLocked
-from ..index import VectorIndex
-from ..lexical import LexicalIndex
 from ..model import Event, Link, MemoryRecord, Turn
+from . import ann
+from .index import VectorIndex
+from .lexical import LexicalIndex
 from .parquet import ParquetArchive
 from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_text, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
@@ -44,7 +44,7 @@ MEMORY_LIMIT = "1GB"
 _LOAD_BATCH = 50_000  # rows per Arrow batch when the vectors are streamed into the index at open
 _LEXICAL_BATCH = 100_000  # rows analysed per statement when BM25 postings are built (bounds DuckDB's memory)
 
-# fts's analysis (see mnemo.lexical): its tokenizer with digits kept, its stopwords, then porter stems.
+# fts's analysis (see mnemo.store.lexical): its tokenizer with digits kept, its stopwords, then porter stems.
 # Its ignore pattern (\.|[^a-z0-9])+ split on whitespace leaves exactly the runs of [a-z0-9], found here in one pass.
 _TOKENS = "regexp_extract_all(lower(strip_accents({})), '[a-z0-9]+')"
 _STOPWORDS = pa.table({"sw": (Path(__file__).parent.parent / "assets" / "stopwords_english.txt").read_text().split()})
@@ -138,7 +138,7 @@ class DuckDBStore(ParquetArchive, SQLStore):
 
     def __init__(self, path: str | Path, *, embedder: str, dim: int, read_only: bool = False, index: str = "auto"):
         self.path = str(path)
-        # "auto" picks exact or an approximate index by size (mnemo.ann.choose); any other kind is kept.
+        # "auto" picks exact or an approximate index by size (store.ann.choose); any other kind is kept.
         self.index_kind = ann.check_kind(index)
         self.read_only = read_only
         self._lock = threading.RLock()
