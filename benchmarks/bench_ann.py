@@ -57,7 +57,7 @@ def _summary(runs: list[list[float]]) -> dict[str, float]:
 
 def options(n: int) -> list[tuple[str, str, dict]]:
     """Return the in-process options measured at size n: (name, index kind, search parameters)."""
-    from mnemo import ann
+    from mnemo.store import ann
 
     nl = ann.nlist_for(n)
     opts = [("exact", "exact", {})]
@@ -83,8 +83,8 @@ def run_size(n: int, nq: int, runs: int, timed: int) -> dict:
     Recall@10 is over `nq` queries; latency over the first `timed` (fewer for slow options at
     large n), `runs` times, options in rotation so that a burst of load hits them alike.
     """
-    from mnemo import ann
-    from mnemo.index import VectorIndex
+    from mnemo.store import ann
+    from mnemo.store.index import VectorIndex
 
     vecs, _ = corpus.vectors(n)
     qv, _ = corpus.queries()
@@ -141,7 +141,7 @@ def run_hnsw(n: int, nq: int, runs: int, ef_search: tuple[int, ...] = (64, 200))
     """Measure DuckDB vss HNSW at size n: build time, recall@10, latency, peak memory (own process)."""
     import duckdb
 
-    from mnemo.store import _extension_path
+    from mnemo.store import extension_path as _extension_path
 
     vecs, _ = corpus.vectors(n)
     qv, _ = corpus.queries()

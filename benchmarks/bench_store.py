@@ -31,7 +31,8 @@ def _percentiles(xs: list[float]) -> dict[str, float]:
 def run_size(n: int) -> dict:
     """Measure one store size; return the figures (times in ms or rows/s)."""
     from mnemo.model import MemoryRecord
-    from mnemo.store import Store, new_id
+    from mnemo.store import DuckDBStore as Store
+    from mnemo.store import new_id
 
     rng = np.random.default_rng(0)
     vecs = rng.normal(size=(n, DIM)).astype(np.float32)

@@ -24,12 +24,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow.parquet as pq
 
 from .errors import EmbedderMismatch, InvalidInput, NotFound, StoreError
 from .objectstore import ChecksumMismatch, ObjectStore, check_key, file_sha256
-from .store import Store
+from .store import ENGINE_VERSION, Store
 
 FORMAT = "mnemo-archive/1"
 RUNS_FORMAT = "mnemo-files/1"
@@ -108,7 +107,7 @@ def archive(store: Store, objects: ObjectStore, *, retention: timedelta, now: da
         manifest = {
             "format": FORMAT, "run_id": run_id, "created_at": now.isoformat(), "cutoff": cutoff.isoformat(),
             "retention_days": retention.total_seconds() / 86400, "embedder": store.embedder, "dim": store.dim,
-            "schema_version": store.schema_version, "duckdb": duckdb.__version__, "store": store.path,
+            "schema_version": store.schema_version, "duckdb": ENGINE_VERSION, "store": store.path,
             "digest": "xor of DuckDB hash(row), per table", "rows": rows, "partitions": partitions,
         }
         body = json.dumps(manifest, indent=2, sort_keys=True).encode()
@@ -155,7 +154,7 @@ def restore(store: Store, objects: ObjectStore, run_id: str) -> RestoreReport:
         raise StoreError(f"archive {run_id} has schema version {m['schema_version']}, newer than this store's "
                          f"{store.schema_version}; upgrade mnemo")
     # Row digests hash DuckDB's own row encoding: comparable only under the same DuckDB and schema.
-    same = m["duckdb"] == duckdb.__version__ and int(m["schema_version"]) == store.schema_version
+    same = m["duckdb"] == ENGINE_VERSION and int(m["schema_version"]) == store.schema_version
     tmp = Path(tempfile.mkdtemp(prefix="mnemo-restore-"))
     try:
         files: dict[str, list[str]] = {t: [] for t in TABLES}

@@ -345,7 +345,7 @@ class SQLTool:
 
         erp = SQLTool("erp.duckdb", "parts", key_col="part_no", attr_cols={"lead_time": "lead_time_days"})
 
-    This class runs SQL outside store.py on purpose: it queries the caller's system of
+    This class runs SQL outside mnemo/store/ on purpose: it queries the caller's system of
     record, never mnemo's store. A path is opened read-only; a connection you pass is
     only ever SELECTed from, through a cursor per call (tools run on worker threads).
     """

@@ -298,7 +298,7 @@ def serve_http(store_dir: str = typer.Option(None, help="One <tenant>.duckdb per
     """Serve the library over HTTP (FastAPI): API keys map to tenants, one store per tenant, quotas, /readyz."""
     from .server.http import serve
     from .server.tenants import ServerConfig, load_keys
-    from .store_pg import is_dsn
+    from .store import is_dsn
 
     if store_dir and not is_dsn(store_dir):
         Path(store_dir).mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ from datetime import date, datetime, timedelta
 from .clock import utc
 from .config import DecayConfig
 from .errors import MnemoError
-from .model import Event, MemoryRecord
+from .model import Event, MemoryRecord, new_id
 
 REVIEW_JUDGE = "offline-rules-v1"
 
@@ -50,14 +50,18 @@ def half_life_days(memory: MemoryRecord, cfg: DecayConfig) -> float | None:
     return kind_half_life(memory.kind, cfg)
 
 
-def kind_half_life(kind: str, cfg: DecayConfig) -> float:
-    """Return the half-life in days configured for a memory kind (semantic for unknown kinds)."""
-    by_kind = {
+def kind_half_lives(cfg: DecayConfig) -> dict[str, float]:
+    """Return the half-life in days configured for each memory kind (any other kind counts as semantic)."""
+    return {
         "episodic": cfg.half_life_episodic_days,
         "semantic": cfg.half_life_semantic_days,
         "procedural": cfg.half_life_procedural_days,
     }
-    return by_kind.get(kind, cfg.half_life_semantic_days)
+
+
+def kind_half_life(kind: str, cfg: DecayConfig) -> float:
+    """Return the half-life in days configured for a memory kind (semantic for unknown kinds)."""
+    return kind_half_lives(cfg).get(kind, cfg.half_life_semantic_days)
 
 
 def anchor(memory: MemoryRecord) -> datetime | None:
@@ -95,14 +99,31 @@ def salience(memory: MemoryRecord, now: datetime, cfg: DecayConfig) -> float:
     halves exactly at every half-life. An access both raises R and resets the age
     (last_accessed moves the anchor), which is how recall reinforces.
     """
-    importance = min(1.0, max(0.0, float(memory.importance)))
-    reinforcement = 1.0 + cfg.reinforcement_weight * math.log2(1 + max(memory.access_count, 0))
-    corroboration = 1.0 + cfg.corroboration_weight * math.log2(1 + max(memory.corroborations, 0))
-    base = min(1.0, importance * reinforcement * corroboration)
-    half_life = half_life_days(memory, cfg)
+    return salience_formula(float(memory.importance), memory.access_count, memory.corroborations,
+                            age_days(anchor(memory), now), half_life_days(memory, cfg), cfg)
+
+
+class _Numbers:
+    """The functions `salience_formula` calls, over Python numbers (the store renders them as SQL)."""
+
+    least = staticmethod(min)
+    greatest = staticmethod(max)
+    log2 = staticmethod(math.log2)
+
+
+def salience_formula(importance, accesses, corroborations, age, half_life, cfg: DecayConfig, fn=_Numbers):
+    """The one definition of salience (see `salience`), over numbers or, with the store's `fn`, SQL expressions.
+
+    `half_life` None means exempt: no recency factor. Only +, *, /, ** and `fn`'s
+    least, greatest and log2 are used, so the same lines render to each engine's SQL.
+    """
+    clipped = fn.least(1.0, fn.greatest(0.0, importance))
+    reinforcement = 1.0 + cfg.reinforcement_weight * fn.log2(1 + fn.greatest(accesses, 0))
+    corroboration = 1.0 + cfg.corroboration_weight * fn.log2(1 + fn.greatest(corroborations, 0))
+    base = fn.least(1.0, clipped * reinforcement * corroboration)
     if half_life is None:
         return base
-    return base * 0.5 ** (age_days(anchor(memory), now) / half_life)
+    return base * 0.5 ** (age / half_life)
 
 
 def decays(memory: MemoryRecord, now: datetime, cfg: DecayConfig) -> bool:
@@ -230,8 +251,6 @@ def model_review(llm) -> Callable[[MemoryRecord, datetime, DecayConfig], dict]:
 def review_expired(store, now: datetime, cfg: DecayConfig,
                    judge: Callable[..., dict] = review_offline) -> list[dict]:
     """Judge every memory past its TTL: forget it (reason "expired") or keep it for another TTL; return verdicts."""
-    from .store import new_id
-
     verdicts = []
     with store.transaction():
         for memory in store.expired(now):

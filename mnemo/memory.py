@@ -19,8 +19,7 @@ from .errors import InvalidInput, NotFound
 from .judge import model_judge, offline_judge
 from .llm import LLM, connect
 from .model import Candidate, Event, Forgetting, MemoryRecord, Recall, WriteReport
-from .store import Store, new_id
-from .store_pg import store_class
+from .store import DuckDBStore, Store, new_id, store_class
 from .tokens import count_many, tokenizer_name
 
 
@@ -43,17 +42,17 @@ class Memory:
         """Open (or create) a store. With no embedder given, an existing store's own embedder is used.
 
         A postgresql:// DSN opens the PostgreSQL + pgvector store (`backend="postgres"`, see
-        mnemo.store_pg); anything else is a DuckDB file or ":memory:" (`backend="duckdb"`).
-        `index` chooses a DuckDB store's similarity index ("auto" by size, or one of mnemo.ann.KINDS).
+        mnemo.store.postgres); anything else is a DuckDB file or ":memory:" (`backend="duckdb"`).
+        `index` chooses a DuckDB store's similarity index ("auto" by size, or one of mnemo.store.ann.KINDS).
         """
         store_cls = store_class(path, backend)
         if embedder is None:
             embedder = store_cls.recorded_embedder(path) or "auto"
         emb = make_embedder(embedder)
         cfg = config if isinstance(config, Config) else recipe(config)
-        if index is not None and store_cls is not Store:
+        if index is not None and store_cls is not DuckDBStore:
             raise InvalidInput("index= chooses the in-process index of a DuckDB store; PostgreSQL searches "
-                               "with pgvector (see mnemo.store_pg)")
+                               "with pgvector (see mnemo.store.postgres)")
         extra = {"index": index} if index is not None else {}
         store = store_cls(path, embedder=emb.name, dim=emb.dim, read_only=read_only, **extra)
         return cls(store, emb, connect(llm), clock or WallClock(), cfg)

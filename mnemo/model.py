@@ -6,9 +6,16 @@ the pure stages (`extract`, `plan_writes`, `pack`, `salience`) take and return t
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+
+def new_id(prefix: str = "m") -> str:
+    """Return a fresh random id such as 'm-3f2a9c0d1e4b5a67' (memories "m", events "e", turns "t")."""
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
 
 KINDS = ("semantic", "procedural", "episodic")
 CATEGORIES = (

@@ -48,7 +48,7 @@ import numpy as np
 from .clock import utc
 from .errors import ConfigError, EmbedderMismatch, InvalidInput
 from .model import Event, Link, MemoryRecord, Turn
-from .store import Store
+from .store import Store, recorded_embedder
 
 FORMAT = "mnemo-export"
 FORMAT_VERSION = 1
@@ -325,7 +325,7 @@ def open_target(cls: Any, path: str | Path, store: str | Path = ":memory:", **op
     """Open `store` with `cls.open` for importing `path`: an existing store keeps its embedder, a new one takes the export's."""
     head = read_header(path)
     if open_kwargs.get("embedder") is None:
-        open_kwargs["embedder"] = embedder_spec(Store.recorded_embedder(store) or str(head.get("embedder")))
+        open_kwargs["embedder"] = embedder_spec(recorded_embedder(store) or str(head.get("embedder")))
     return cls.open(store, **open_kwargs)
 
 

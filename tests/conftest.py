@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from mnemo.store_pg import split_dsn, store_class
+from mnemo.store import split_dsn, store_class
 
 BACKENDS = ["duckdb", "postgres"]
 _PG_PROBE: dict[str, str | None] = {}

@@ -1,4 +1,4 @@
-"""Approximate and quantised indexes (mnemo.ann): exactness where promised, recall bounds, size policy, sync."""
+"""Approximate and quantised indexes (mnemo.store.ann): exactness where promised, recall bounds, size policy, sync."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from mnemo import ann
 from mnemo.errors import ConfigError
-from mnemo.index import VectorIndex
 from mnemo.model import MemoryRecord
-from mnemo.store import Store, new_id
+from mnemo.store import DuckDBStore as Store
+from mnemo.store import ann, new_id
+from mnemo.store.index import VectorIndex
 
 APPROX = ("ivf", "binary", "int8", "float16")
 DIM = 64

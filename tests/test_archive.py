@@ -15,7 +15,8 @@ from mnemo.embed import HashEmbedder
 from mnemo.errors import EmbedderMismatch, InvalidInput, StoreError
 from mnemo.model import Event, Link, MemoryRecord
 from mnemo.objectstore import ChecksumMismatch, LocalStore, ObjectStoreError, S3Store, file_sha256
-from mnemo.store import SCHEMA_VERSION, Store, new_id
+from mnemo.store import SCHEMA_VERSION, new_id
+from mnemo.store import DuckDBStore as Store
 
 EMB = HashEmbedder(64)
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)

@@ -281,7 +281,7 @@ def test_tenants_on_postgres_get_a_schema_each_survive_a_restart_and_lose_no_con
     from conftest import require_postgres
 
     from mnemo.server.tenants import tenant_location
-    from mnemo.store_pg import split_dsn
+    from mnemo.store import split_dsn
 
     dsn = require_postgres()
     store_dir = f"{dsn}{'&' if '?' in dsn else '?'}schema=h{uuid.uuid4().hex[:8]}"

@@ -1,4 +1,4 @@
-"""BM25 served in process (mnemo.lexical) against DuckDB fts's own match_bm25 on the same rows."""
+"""BM25 served in process (mnemo.store.lexical) against DuckDB fts's own match_bm25 on the same rows."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import duckdb
 import numpy as np
 import pytest
 
-from mnemo.lexical import LexicalIndex
 from mnemo.model import MemoryRecord
-from mnemo.store import Store, _extension_path
+from mnemo.store import DuckDBStore as Store
+from mnemo.store import extension_path as _extension_path
+from mnemo.store.lexical import LexicalIndex
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

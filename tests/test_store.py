@@ -21,8 +21,8 @@ import pytest
 
 from mnemo.errors import EmbedderMismatch, InvalidInput, NotFound, StoreError, StoreLocked
 from mnemo.model import Event, Link, MemoryRecord, Turn
-from mnemo.store import SCHEMA_VERSION, Store, new_id
-from mnemo.store_pg import store_class
+from mnemo.store import SCHEMA_VERSION, new_id, store_class
+from mnemo.store import DuckDBStore as Store
 
 DIM = 8
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -44,7 +44,7 @@ def store(backend):
 
 def _opener(loc: str) -> str:
     """Return Python source that opens the store at `loc` in a child process, whichever the backend."""
-    return f"from mnemo.store_pg import store_class\nLOC = {loc!r}\nStoreClass = store_class(LOC)\n"
+    return f"from mnemo.store import store_class\nLOC = {loc!r}\nStoreClass = store_class(LOC)\n"
 
 
 def test_new_store_records_schema_and_embedder(store):
@@ -122,7 +122,7 @@ def test_second_writer_process_gets_a_clear_error(tmp_path):
     # test_many_writer_processes_at_once_on_postgres below.
     path = tmp_path / "l.duckdb"
     s = Store(path, embedder="test", dim=DIM)
-    code = f"from mnemo.store import Store\nStore({str(path)!r}, embedder='test', dim={DIM})"
+    code = f"from mnemo.store import DuckDBStore as Store\nStore({str(path)!r}, embedder='test', dim={DIM})"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode != 0
     assert "StoreLocked" in res.stderr and "one writer per file" in res.stderr
@@ -273,7 +273,7 @@ def test_memory_open_picks_the_backend_from_the_path(backend):
     with Memory.open(path, embedder="hash", llm="offline") as mem:
         kept = mem.add("The lead time for IC-MC-44 is 21 days", user="ops", subject="IC-MC-44",
                        attribute="lead_time", value="21 days")
-        assert type(mem.store).__name__ == ("PgStore" if backend.name == "postgres" else "Store")
+        assert type(mem.store).__name__ == ("PgStore" if backend.name == "postgres" else "DuckDBStore")
         assert mem.recall("lead time of IC-MC-44", user="ops").ids == [kept.id]
     # Reopened with no embedder named, the store's own one is used.
     with Memory.open(path, llm="offline") as mem:
@@ -436,14 +436,14 @@ def test_history_keeps_insertion_order_within_a_timestamp(store):
 
 def test_postgres_store_offers_every_public_method_of_the_duckdb_store():
     # The store contract is Store's public surface: a method added there needs its PostgreSQL twin in store_pg.
-    from mnemo.store_pg import PgStore
+    from mnemo.store import PgStore
 
     public = {n for n in dir(Store) if not n.startswith("_")}
     assert sorted(public - set(dir(PgStore))) == [], "add these to mnemo/store_pg.py"
 
 
 def test_vectors_stream_into_the_index_batch_by_batch_at_open(tmp_path, monkeypatch):
-    import mnemo.store as store_mod
+    import mnemo.store.duckdb as store_mod
 
     path = tmp_path / "s.duckdb"
     s = Store(path, embedder="test", dim=DIM)

@@ -37,7 +37,7 @@ from mnemo.errors import ConfigError
 from mnemo.eval import datasets, metrics
 from mnemo.memory import Memory
 from mnemo.model import MemoryRecord
-from mnemo.store import Store
+from mnemo.store import DuckDBStore as Store
 
 Progress = Callable[[int, int, str], None]
 BUDGETS = (256, 512, 1024, 2048)

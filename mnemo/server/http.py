@@ -419,7 +419,7 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         chunks = portable.json_lines(view.store, user) if fmt == "json" else portable.markdown_lines(view.store, user)
         media = "application/x-ndjson" if fmt == "json" else "text/markdown; charset=utf-8"
         name = f"mnemo-{tenant.name}.{'jsonl' if fmt == 'json' else 'md'}"
-        return StreamingResponse(_closing(chunks, view), media_type=media,
+        return StreamingResponse(_closing(chunks, tenant, view), media_type=media,
                                  headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
     @app.get("/v1/experiments", response_model=exp.Listing, tags=["experiments"])
@@ -447,12 +447,12 @@ def _experiments(folder: Path | None) -> Path:
     return folder
 
 
-def _closing(chunks: Iterator[bytes], view: Any) -> Iterator[bytes]:
-    # The export reads its own snapshot on the view's cursor; close it when the stream ends or is dropped.
+def _closing(chunks: Iterator[bytes], tenant: Any, view: Any) -> Iterator[bytes]:
+    # The export reads its own snapshot on the view's reader; release it when the stream ends or is dropped.
     try:
         yield from chunks
     finally:
-        view.store.con.close()
+        tenant.release(view)
 
 
 def _lifespan(tenants: Tenants) -> Any:

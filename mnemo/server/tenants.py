@@ -13,11 +13,11 @@ Concurrency: DuckDB has one writer per database, and one connection must not be
 used by two threads at once. Each tenant has one `Memory` whose connection only
 writers use, and a readers-writer lock: writes (remember, add, forget, assess with
 tools) take it exclusively and so run one at a time; reads (recall, list, history,
-audit, export) share it, each on its thread's own DuckDB cursor through a
-`StoreView` that shares the vector index and locks of the tenant's store. Readers
-never see a half-applied write (the writer holds the lock until it commits). On
-PostgreSQL the store's one connection serialises statements itself and the server
-allows many writer processes, so readers share the tenant's Memory.
+audit, export) share it, each through its thread's own `Store.reader()` (on DuckDB a
+view on its own cursor that shares the vector index and locks of the tenant's store;
+on PostgreSQL the store itself, whose one connection serialises statements, with many
+writer processes allowed). Readers never see a half-applied write (the writer holds
+the lock until it commits).
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ from fastapi import HTTPException
 from fastapi.responses import JSONResponse
 
 from ..errors import ConfigError, MnemoError
-from ..store import Store
-from ..store_pg import is_dsn, split_dsn, store_class
+from ..store import is_dsn, split_dsn, store_class
 
 TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MIN_KEY_CHARS = 16
@@ -144,24 +143,6 @@ class RWLock:
                 self._cond.notify_all()
 
 
-class StoreView(Store):
-    """A tenant's store seen through one DuckDB cursor: Store's queries run on the cursor, state is shared.
-
-    Attribute reads and writes other than `con` go to the base store, so the vector
-    index, the BM25 postings and the store's lock stay one per store.
-    """
-
-    def __init__(self, base: Store, con: Any):  # noqa: D107 - no Store.__init__: nothing is opened here
-        object.__setattr__(self, "_base", base)
-        object.__setattr__(self, "con", con)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(object.__getattribute__(self, "_base"), name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(object.__getattribute__(self, "_base"), name, value)
-
-
 class Tenant:
     """One tenant's Memory with its readers-writer lock and per-thread reader views."""
 
@@ -170,21 +151,23 @@ class Tenant:
         self.mem = mem
         self.lock = RWLock()
         self._local = threading.local()
-        self._cursor_lock = threading.Lock()
-        self._cursors: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._readers: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def view(self) -> Any:
-        """Return a copy of the Memory whose store runs on a fresh cursor (for one thread or one stream)."""
-        if not isinstance(self.mem.store, Store):
-            return self.mem  # PostgreSQL: the store serialises its statements on its one connection
-        # cursor() reads the shared connection object, so two threads must not call it at once.
-        with self._cursor_lock:
-            con = self.mem.store.con.cursor()
-            # Per-thread cursors live as long as the tenant; an export's goes when its stream ends.
-            self._cursors.add(con)
+        """Return a Memory whose store is a `Store.reader()` of the tenant's (for one thread or one stream)."""
+        reader = self.mem.store.reader()
+        if reader is self.mem.store:
+            return self.mem  # the store serves every thread itself
+        # Per-thread readers live as long as the tenant; an export's goes when its stream ends (`release`).
+        self._readers.add(reader)
         view = copy.copy(self.mem)
-        view.store = StoreView(self.mem.store, con)
+        view.store = reader
         return view
+
+    def release(self, view: Any) -> None:
+        """Close what `view` opened (its reader), never the tenant's own store."""
+        if view.store is not self.mem.store:
+            view.store.close()
 
     @contextmanager
     def reading(self) -> Iterator[Any]:
@@ -206,10 +189,10 @@ class Tenant:
             yield self.mem
 
     def close(self) -> None:
-        """Close every reader cursor, then the store (a file store is released for other processes)."""
+        """Close every reader, then the store (a file store is released for other processes)."""
         with self.lock.write():
-            for con in list(self._cursors):
-                con.close()
+            for reader in list(self._readers):
+                reader.close()
             self.mem.close()
 
 

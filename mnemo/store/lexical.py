@@ -6,7 +6,7 @@ row of the table (~300 ms a query), and its index does not follow writes, so the
 first search after any insert rebuilds it (~20 s). This index keeps everything of
 fts that decides a score and changes only where the postings live:
 
-- analysis is fts's own, run by DuckDB (`mnemo.store` holds the SQL): its tokenizer
+- analysis is fts's own, run by DuckDB (`mnemo.store.duckdb` holds the SQL): its tokenizer
   (lowercase, accents stripped, split on `(\\.|[^a-z0-9])+`, digits kept so record ids
   match), its English stopword list dropped before its porter `stem`;
 - scoring is `match_bm25`'s: per query term (distinct) present in a document,
@@ -15,7 +15,7 @@ fts that decides a score and changes only where the postings live:
   status, as `create_fts_index` counts them; ties are broken by id;
 - the postings (term -> rows and term frequencies) are numpy arrays; a query reads
   only its own terms' postings, and rows written since the last search are analysed
-  in one statement at the next one and appended (`Store._sync_lexical`).
+  in one statement at the next one and appended (`DuckDBStore._sync_lexical`).
 
 Rows carry a user code and an active flag, like `index.VectorIndex`, so a search
 ranks only the rows it may return. `tests/test_lexical.py` checks the scores

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from .errors import ConfigError
+from ..errors import ConfigError
 from .index import VectorIndex
 
 KINDS = ("auto", "exact", "ivf", "binary", "int8", "float16")
@@ -92,7 +92,7 @@ def fit(index: VectorIndex, kind: str = "auto") -> VectorIndex:
 
 def _unit(query: np.ndarray, dim: int) -> np.ndarray | None:
     """Return the query as a float32 unit vector (None for a zero vector); raise on a wrong dimension."""
-    from .errors import InvalidInput
+    from ..errors import InvalidInput
 
     q = np.asarray(query, dtype=np.float32).reshape(-1)
     if q.shape[0] != dim:

@@ -1,4 +1,4 @@
-"""The PostgreSQL + pgvector store: the same contract as `store.Store`, for many writers and a service.
+"""The PostgreSQL + pgvector store: the `Store` contract for many writers and a service; what differs from DuckDB.
 
 Open it with a DSN: ``Memory.open("postgresql://user@host:5432/db")``. One store is one
 schema (``mnemo`` unless the DSN says ``?schema=NAME``; mnemo strips that parameter
@@ -41,41 +41,39 @@ What differs, on purpose:
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from .config import DecayConfig
-from .errors import EmbedderMismatch, ExtensionUnavailable, InvalidInput, NotFound, StoreError
-from .model import Event, Link, MemoryRecord, Turn
-from .store import _SQL_COLS, _TIMES, SCHEMA_VERSION, Dialect, _aware, _naive, _record, _text, _turn, where
+from ..config import DecayConfig
+from ..errors import ExtensionUnavailable, InvalidInput, StoreError
+from ..model import Event, Link, MemoryRecord, Turn
+from .rows import EVENTS, LINKS, MEMORIES, SQL_COLS, TIMES, TURNS, check_text, check_version, naive
+from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
 DSN_PREFIXES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "mnemo"
 TEXT_CONFIG = "english"  # stemming and stop words closest to DuckDB fts's porter / english defaults
 HNSW_MIN_ROWS = 100_000  # below this, an exact scan is fast enough and returns true neighbours
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_TURN_COLS = "id, user_id, text, ts, session, agent, role, meta"
-_EVENT_COLS = "id, memory_id, ts, action, status_from, status_to, reason, evidence, other_id"
-# PostgreSQL types of the memories columns in `_SQL_COLS` order, then the vector: what binary COPY sends.
+# PostgreSQL types of the memories columns in `SQL_COLS` order, then the vector: what binary COPY sends.
 _COPY_TYPES = [
-    "timestamp" if col in _TIMES else {"refs": "text[]", "importance": "float8", "pinned": "bool",
+    "timestamp" if col in TIMES else {"refs": "text[]", "importance": "float8", "pinned": "bool",
                                        "single_valued": "bool", "access_count": "int4",
                                        "corroborations": "int4"}.get(col, "text")
-    for col in _SQL_COLS
+    for col in SQL_COLS
 ] + ["vector"]
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
-    """Ordered schema migrations, numbered as `store._migrations`: the two backends move together.
+    """Ordered schema migrations, numbered as DuckDB's (`rows.SCHEMA_VERSION`): the two backends move together.
 
     Text columns that are compared or ordered use the "C" collation, so orders match
     DuckDB's byte order whatever the database's locale. Turns and events carry `seq`,
@@ -121,19 +119,6 @@ def is_dsn(path: str | Path) -> bool:
     return isinstance(path, str) and path.startswith(DSN_PREFIXES)
 
 
-def store_class(path: str | Path, backend: str | None = None) -> type:
-    """Return the store class for `path`: `PgStore` for a postgresql:// DSN, else the DuckDB `Store`."""
-    from .store import Store
-
-    chosen = backend or ("postgres" if is_dsn(path) else "duckdb")
-    if chosen not in ("duckdb", "postgres"):
-        raise InvalidInput(f"unknown backend {backend!r}; use 'duckdb' or 'postgres'")
-    if (chosen == "postgres") != is_dsn(path):
-        raise InvalidInput(f"backend {chosen!r} does not match {_redact(str(path))!r}: the postgres backend takes "
-                           "a postgresql:// DSN, the duckdb backend a file path or ':memory:'")
-    return PgStore if chosen == "postgres" else Store
-
-
 def split_dsn(dsn: str) -> tuple[str, str]:
     """Return (the DSN libpq understands, the store's schema) from a DSN that may carry ?schema=NAME."""
     parts = urlsplit(dsn)
@@ -145,7 +130,7 @@ def split_dsn(dsn: str) -> tuple[str, str]:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
 
 
-def _redact(dsn: str) -> str:
+def redact(dsn: str) -> str:
     """Return `dsn` with any password replaced by ***, fit for logs and provenance."""
     parts = urlsplit(dsn)
     if parts.password is None:
@@ -172,7 +157,7 @@ def _connect(dsn: str) -> Any:
     try:
         con = psycopg.connect(conninfo, autocommit=True)
     except psycopg.OperationalError as exc:
-        raise StoreError(f"cannot connect to {_redact(dsn)}: {str(exc).strip()}; start PostgreSQL "
+        raise StoreError(f"cannot connect to {redact(dsn)}: {str(exc).strip()}; start PostgreSQL "
                          "(in a checkout: bash .ci/services.sh start) or fix the DSN") from exc
     con.execute("SET TIME ZONE 'UTC'")
     return con
@@ -198,14 +183,25 @@ def _vector_schema(con: Any, *, create: bool) -> str:
                                "run CREATE EXTENSION vector as a superuser")
 
 
-class PgStore:
+POSTGRES = Dialect(
+    name="postgres", mark="%s", text_mark="%s::text", seq="seq", for_update=" FOR UPDATE",
+    any_of=lambda column, values: (f"{column} = ANY(%s::text[])", [list(values)]),
+    meta_eq=lambda key, value: ("(meta::jsonb ->> %s) = %s", [key, value]),
+    number=lambda x: f"{x!r}::float8", log2=lambda x: f"(ln({x}) / ln(2::float8))",
+    seconds=lambda a, b: f"extract(epoch FROM {b}::timestamp - {a})::float8",
+)
+
+
+class PgStore(SQLStore):
     """A memory store in one PostgreSQL schema, searched through pgvector and a tsvector index."""
+
+    dialect = POSTGRES
 
     def __init__(self, path: str, *, embedder: str, dim: int, read_only: bool = False,
                  hnsw_min_rows: int | None = HNSW_MIN_ROWS):
         self._dsn = str(path)
         _, self.schema = split_dsn(self._dsn)
-        self.path = _redact(self._dsn)
+        self.path = redact(self._dsn)
         self.read_only = read_only
         self.hnsw_min_rows = hnsw_min_rows
         self._lock = threading.RLock()
@@ -262,24 +258,8 @@ class PgStore:
         with self.transaction():
             if not self.read_only:
                 self.con.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"mnemo.store_pg:{self.schema}"])
-            meta = self._meta()
-            if meta:
-                if meta.get("embedder") != embedder or int(meta.get("dim", -1)) != dim:
-                    raise EmbedderMismatch(
-                        f"{self.path} was written with embedder {meta.get('embedder')!r} ({meta.get('dim')} dims), "
-                        f"not {embedder!r} ({dim} dims); open it with embedder={meta.get('embedder')!r} "
-                        "or export and re-import it into a new store"
-                    )
-                return embedder, dim
-            if self.read_only:
-                raise StoreError(f"{self.path} is not a mnemo store (no store_meta table in schema {self.schema!r})")
-            now = datetime.now(timezone.utc).isoformat()
-            self.con.execute('CREATE TABLE store_meta (key text COLLATE "C" PRIMARY KEY, value text)')
-            with self.con.cursor() as cur:
-                cur.executemany("INSERT INTO store_meta VALUES (%s, %s)",
-                                [("embedder", embedder), ("dim", str(dim)), ("schema_version", "0"),
-                                 ("created_at", now)])
-        return embedder, dim
+            return self._adopt_meta(embedder, dim, 'CREATE TABLE store_meta (key text COLLATE "C" PRIMARY KEY, value text)',
+                                    where=f" in schema {self.schema!r}")
 
     def _migrate(self) -> None:
         with self.transaction():
@@ -292,16 +272,14 @@ class PgStore:
                 for statement in statements:
                     self.con.execute(statement)
                 self.con.execute("UPDATE store_meta SET value = %s WHERE key = 'schema_version'", [str(target)])
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} has schema version {version}, newer than this mnemo ({SCHEMA_VERSION}); "
-                             "upgrade mnemo")
-
-    @property
-    def schema_version(self) -> int:
-        return int(self._meta()["schema_version"])
+        check_version(version, self.path)
 
     def close(self) -> None:
         self.con.close()
+
+    def reader(self) -> PgStore:
+        """Return this store itself: its one connection serialises statements, so readers share it."""
+        return self
 
     @contextmanager
     def transaction(self) -> Iterator[PgStore]:
@@ -310,10 +288,6 @@ class PgStore:
             yield self
 
     # ----------------------------------------------------------------- writes
-    def _writable(self) -> None:
-        if self.read_only:
-            raise StoreError(f"{self.path} is open read-only; open it without read_only=True to write")
-
     def _run(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         """Execute one statement under the store lock and return its cursor."""
         with self._lock:
@@ -331,72 +305,32 @@ class PgStore:
     def insert_turns(self, turns: Sequence[Turn]) -> None:
         """Insert many turns (imports); callers hold a transaction."""
         self._writable()
-        self._many(f"INSERT INTO turns ({_TURN_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                   [[t.id, t.user, _text(t.text, "turn text"), _naive(t.at), t.session, t.agent, t.role,
-                     json.dumps(t.meta, default=str)] for t in turns])
+        self._many(f"INSERT INTO turns ({TURNS.cols}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                   [TURNS.values(t) for t in turns])
 
     def insert_memories(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
         """Insert memories and their vectors with one COPY (not one statement per row)."""
-        self._writable()
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.shape != (len(records), self.dim):
-            raise InvalidInput(f"expected {len(records)} vectors of dimension {self.dim}, got shape {vectors.shape}")
+        vectors = self._insertable(records, vectors)
         if not len(records):
             return
-        for r in records:
-            _text(r.text, "memory text")
         with self._lock, _unique(), self.con.cursor() as cur:
             # Binary COPY: text would format every float in Python, which costs more than the whole insert.
-            with cur.copy(f"COPY memories ({', '.join(_SQL_COLS)}, embedding) FROM STDIN (FORMAT BINARY)") as copy:
+            with cur.copy(f"COPY memories ({', '.join(SQL_COLS)}, embedding) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(_COPY_TYPES)
                 for r, vec in zip(records, vectors, strict=True):
-                    copy.write_row([*_row(r), vec])
+                    copy.write_row([*MEMORIES.values(r), vec])
 
     def insert_events(self, events: Iterable[Event]) -> None:
-        self._many(f"INSERT INTO events ({_EVENT_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                   [[e.id, e.memory_id, _naive(e.at), e.action, e.status_from, e.status_to, e.reason,
-                     json.dumps(e.evidence, default=str), e.other_id] for e in events])
+        self._many(f"INSERT INTO events ({EVENTS.cols}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                   [EVENTS.values(e) for e in events])
 
     def insert_links(self, links: Iterable[Link]) -> None:
-        self._many("INSERT INTO links (src, dst, kind, ts) VALUES (%s, %s, %s, %s)",
-                   [[lk.src, lk.dst, lk.kind, _naive(lk.at)] for lk in links])
+        self._many(f"INSERT INTO links ({LINKS.cols}) VALUES (%s, %s, %s, %s)", [LINKS.values(lk) for lk in links])
 
-    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
-                   successor: str | None = None) -> str:
-        """Change one memory's status (no event: callers write the event in the same transaction)."""
-        self._writable()
-        with self.transaction():
-            # FOR UPDATE: a concurrent writer changing the same memory waits, so the old status returned is true.
-            old = self.con.execute("SELECT status FROM memories WHERE id = %s FOR UPDATE", [memory_id]).fetchone()
-            if old is None:
-                raise NotFound(f"no memory with id {memory_id!r}")
-            self.con.execute(
-                "UPDATE memories SET status = %s, status_reason = %s, status_at = %s, successor_id = %s WHERE id = %s",
-                [status, reason, _naive(at), successor, memory_id],
-            )
-        return old[0]
-
-    def corroborate(self, memory_id: str, at: datetime) -> None:
-        self._run("UPDATE memories SET corroborations = corroborations + 1, valid_from = greatest(valid_from, %s) "
-                  "WHERE id = %s", [_naive(at), memory_id])
-
-    def touch(self, ids: list[str], at: datetime) -> None:
-        """Reinforce recalled memories: one UPDATE for the whole pack."""
-        if not ids or self.read_only:
-            return
-        self._run("UPDATE memories SET access_count = access_count + 1, last_accessed = %s WHERE id = ANY(%s)",
-                  [_naive(at), list(ids)])
-
-    def set_importance(self, memory_id: str, importance: float) -> None:
-        """Set one memory's importance (approved consolidation); callers write the event in the same transaction."""
-        self._writable()
-        done = self._run("UPDATE memories SET importance = %s WHERE id = %s",
-                         [min(1.0, max(0.0, float(importance))), memory_id])
-        if done.rowcount == 0:
-            raise NotFound(f"no memory with id {memory_id!r}")
-
-    def set_expiry(self, memory_id: str, expires_at: datetime | None) -> None:
-        self._run("UPDATE memories SET expires_at = %s WHERE id = %s", [_naive(expires_at), memory_id])
+    def _status_transaction(self) -> Any:
+        # Its own transaction, with the row locked (Dialect.for_update): a concurrent writer changing the
+        # same memory waits, so the old status returned is true.
+        return self.transaction()
 
     def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
         """Tombstone, in one statement, active memories whose salience is under the threshold.
@@ -405,86 +339,28 @@ class PgStore:
         ln(x) / ln(2). Each decayed memory gets an event carrying the salience that decided it.
         """
         self._writable()
-        params = {"rw": cfg.reinforcement_weight, "cw": cfg.corroboration_weight,
-                  "exempt": list(cfg.exempt_categories), "h_epi": cfg.half_life_episodic_days,
-                  "h_proc": cfg.half_life_procedural_days, "h_sem": cfg.half_life_semantic_days,
-                  "now": _naive(now), "threshold": float(cfg.threshold)}
-        select = """
-            s AS (
-              SELECT id,
-                least(1.0::float8, least(1.0::float8, greatest(0.0::float8, importance))
-                      * (1 + %(rw)s::float8 * ln(1 + greatest(access_count, 0)::float8) / ln(2::float8))
-                      * (1 + %(cw)s::float8 * ln(1 + greatest(corroborations, 0)::float8) / ln(2::float8))) AS base,
-                CASE WHEN pinned OR category = ANY(%(exempt)s::text[]) THEN NULL
-                     WHEN kind = 'episodic' THEN %(h_epi)s::float8 WHEN kind = 'procedural' THEN %(h_proc)s::float8
-                     ELSE %(h_sem)s::float8 END AS h,
-                greatest(0.0::float8, coalesce(extract(epoch FROM %(now)s::timestamp
-                         - greatest(created_at, valid_from, last_accessed))::float8, 0) / 86400.0::float8) AS age
-              FROM memories WHERE status = 'active'),
-            decayed AS (
-              SELECT id, base * power(0.5::float8, age / h) AS salience FROM s
-              WHERE h IS NOT NULL AND base * power(0.5::float8, age / h) < %(threshold)s::float8)"""
+        select, params = decay_select(POSTGRES, now, cfg)
         if dry_run:
-            rows = self._run(f"WITH {select} SELECT id, salience FROM decayed ORDER BY salience, id", params).fetchall()
+            rows = self._run(f"SELECT id, salience FROM ({select}) d ORDER BY salience, id", params).fetchall()
         else:
-            rows = self._run(f"""WITH {select},
+            rows = self._run(f"""WITH decayed AS ({select}),
                 updated AS (
-                  UPDATE memories m SET status = 'decayed', status_reason = 'decayed', status_at = %(now)s
+                  UPDATE memories m SET status = 'decayed', status_reason = 'decayed', status_at = %s
                   FROM decayed d WHERE m.id = d.id AND m.status = 'active' RETURNING m.id, d.salience),
                 logged AS (
-                  INSERT INTO events ({_EVENT_COLS})
-                  SELECT 'e-' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 16), id, %(now)s, 'decayed',
+                  INSERT INTO events ({EVENTS.cols})
+                  SELECT 'e-' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 16), id, %s, 'decayed',
                          'active', 'decayed', 'decayed',
-                         json_build_object('salience', salience, 'threshold', %(threshold)s::float8)::text, NULL
+                         json_build_object('salience', salience, 'threshold', %s::float8)::text, NULL
                   FROM updated)
-                SELECT id, salience FROM updated ORDER BY salience, id""", params).fetchall()
+                SELECT id, salience FROM updated ORDER BY salience, id""",
+                [*params, naive(now), naive(now), float(cfg.threshold)]).fetchall()
         return [(r[0], float(r[1])) for r in rows]
 
     # ----------------------------------------------------------------- reads
-    def _records(self, where: str, params: Sequence[Any], order: str = "created_at, id") -> list[MemoryRecord]:
-        sql = f"SELECT {', '.join(_SQL_COLS)} FROM memories WHERE {where} ORDER BY {order}"
-        return [_record(row) for row in self._run(sql, params).fetchall()]
-
-    def get(self, memory_id: str) -> MemoryRecord:
-        found = self._records("id = %s", [memory_id])
-        if not found:
-            raise NotFound(f"no memory with id {memory_id!r}")
-        return found[0]
-
-    def get_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
-        if not ids:
-            return {}
-        return {r.id: r for r in self._records("id = ANY(%s)", [list(ids)])}
-
-    def memories(self, user: str | None = None, *, include_inactive: bool = False,
-                 filters: dict[str, Any] | None = None, limit: int | None = None) -> list[MemoryRecord]:
-        """Return memories of `user` (all users when None), oldest first."""
-        where, params = _where(user, filters, active_only=not include_inactive)
-        order = "created_at, id" + (f" LIMIT {int(limit)}" if limit else "")
-        return self._records(where, params, order)
-
-    def active_for(self, user: str, subjects: Iterable[str] = ()) -> list[MemoryRecord]:
-        """Return the user's active memories about any of `subjects`."""
-        subjects = [s for s in subjects if s]
-        if not subjects:
-            return []
-        return self._records("user_id = %s AND status = 'active' AND subject = ANY(%s)", [user, subjects])
-
-    def self_names(self, user: str) -> list[str]:
-        """Return the names the user goes by, from their active name memories."""
-        rows = self._run("SELECT DISTINCT value FROM memories WHERE user_id = %s AND status = 'active' "
-                         "AND subject = 'user' AND attribute = 'name' AND value IS NOT NULL", [user]).fetchall()
-        return [r[0] for r in rows]
-
     def pinned(self, user: str, filters: dict[str, Any] | None = None) -> list[MemoryRecord]:
-        where, params = _where(user, filters, active_only=True)
+        where, params = self._where(user, filters, active_only=True)
         return self._records(where + " AND pinned", params)
-
-    def expired(self, now: datetime, user: str | None = None) -> list[MemoryRecord]:
-        """Return active, unpinned memories whose TTL has passed at `now`."""
-        where, params = _where(user, None, active_only=True)
-        return self._records(where + " AND NOT pinned AND expires_at IS NOT NULL AND expires_at <= %s",
-                             [*params, _naive(now)])
 
     def vectors(self, ids: list[str]) -> np.ndarray:
         """Return the unit vectors of `ids` (rows of zeros for unknown ids), as the in-process index does."""
@@ -500,69 +376,6 @@ class PgStore:
                 out[k] = vec / norm if norm else vec
         return out
 
-    def events(self, memory_id: str) -> list[Event]:
-        rows = self._run(f"SELECT {_EVENT_COLS} FROM events WHERE memory_id = %s OR other_id = %s ORDER BY ts, seq",
-                         [memory_id, memory_id]).fetchall()
-        return [_event(r) for r in rows]
-
-    def links(self, ids: list[str], kinds: tuple[str, ...] = ("supersedes", "because", "refers_to")) -> list[Link]:
-        if not ids:
-            return []
-        rows = self._run("SELECT src, dst, kind, ts FROM links WHERE (src = ANY(%s) OR dst = ANY(%s)) "
-                         "AND kind = ANY(%s) ORDER BY ts", [list(ids), list(ids), list(kinds)]).fetchall()
-        return [Link(r[0], r[1], r[2], _aware(r[3])) for r in rows]
-
-    def turn(self, turn_id: str) -> Turn:
-        row = self._run(f"SELECT {_TURN_COLS} FROM turns WHERE id = %s", [turn_id]).fetchone()
-        if row is None:
-            raise NotFound(f"no turn with id {turn_id!r}")
-        return _turn(row)
-
-    def recent_turns(self, user: str, session: str | None, limit: int) -> list[Turn]:
-        """Return the last `limit` turns of a user's session, oldest first."""
-        rows = self._run(f"SELECT {_TURN_COLS} FROM turns WHERE user_id = %s AND session IS NOT DISTINCT FROM "
-                         "%s::text ORDER BY ts DESC, seq DESC LIMIT %s", [user, session, limit]).fetchall()
-        return [_turn(r) for r in reversed(rows)]
-
-    def turns(self, user: str | None = None) -> list[Turn]:
-        where = "user_id = %s" if user else "TRUE"
-        rows = self._run(f"SELECT {_TURN_COLS} FROM turns WHERE {where} ORDER BY ts, id",
-                         [user] if user else []).fetchall()
-        return [_turn(r) for r in rows]
-
-    def stats(self) -> dict[str, Any]:
-        by_status = dict(self._run("SELECT status, count(*) FROM memories GROUP BY status").fetchall())
-        count = self._run("SELECT (SELECT count(DISTINCT user_id) FROM memories), (SELECT count(*) FROM turns), "
-                          "(SELECT count(*) FROM events), (SELECT count(*) FROM links)").fetchone()
-        return {
-            "path": self.path,
-            "schema_version": self.schema_version,
-            "embedder": self.embedder,
-            "dim": self.dim,
-            "memories": sum(by_status.values()),
-            "by_status": by_status,
-            "users": count[0],
-            "turns": count[1],
-            "events": count[2],
-            "links": count[3],
-        }
-
-    def existing(self, table: str, ids: Sequence[str]) -> set[str]:
-        """Return which of `ids` are already in `table` ("turns", "memories" or "events"): imports refuse clashes."""
-        if table not in ("turns", "memories", "events"):
-            raise InvalidInput(f"existing() checks turns, memories or events, not {table!r}")
-        if not ids:
-            return set()
-        return {r[0] for r in self._run(f"SELECT DISTINCT id FROM {table} WHERE id = ANY(%s)", [list(ids)])}
-
-    def existing_links(self, links: Sequence[Link]) -> set[tuple[str, str, str, datetime | None]]:
-        """Return the (src, dst, kind, at) of `links` already stored, with `at` as aware UTC."""
-        if not links:
-            return set()
-        rows = self._run("SELECT src, dst, kind, ts FROM links WHERE src = ANY(%s)",
-                         [list({lk.src for lk in links})]).fetchall()
-        return {(r[0], r[1], r[2], _aware(r[3])) for r in rows}
-
     # ----------------------------------------------------------------- search
     def search_dense(self, qvec: np.ndarray, k: int, *, user: str,
                      filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
@@ -572,7 +385,7 @@ class PgStore:
             raise InvalidInput(f"query vector has dimension {q.shape[0]}, the store uses {self.dim}")
         if k <= 0 or float(np.linalg.norm(q)) == 0.0:
             return []
-        where, params = _where(user, filters, active_only=True)
+        where, params = self._where(user, filters, active_only=True)
         # Ties break by id for exact search; the HNSW index serves only an ORDER BY of the bare distance.
         sql = (f"SELECT id, 1 - (embedding <=> %s) AS score FROM memories WHERE {where} "
                f"ORDER BY embedding <=> %s{'' if self._hnsw else ', id'} LIMIT %s")
@@ -596,14 +409,14 @@ class PgStore:
         The query is normalised by the same text configuration as the memories, and its
         lexemes are OR-ed (quoted, so no query text is read as tsquery syntax).
         """
-        where, params = _where(user, filters, active_only=True)
+        where, params = self._where(user, filters, active_only=True)
         rows = self._run(
             "WITH q AS (SELECT string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', "
             f"' | ')::tsquery AS q FROM unnest(tsvector_to_array(to_tsvector('{TEXT_CONFIG}'::regconfig, %s))) "
             "AS lexeme) "
             "SELECT m.id, ts_rank_cd(m.tsv, q.q) AS score FROM memories m, q "
             f"WHERE q.q IS NOT NULL AND m.tsv @@ q.q AND {where} ORDER BY score DESC, m.id LIMIT %s",
-            [_text(query, "query"), *params, k]).fetchall()
+            [check_text(query, "query"), *params, k]).fetchall()
         return [(r[0], float(r[1])) for r in rows]
 
     # The GIN index follows every write, so nothing waits to be analysed here (see Store.lexical_stale).
@@ -659,21 +472,11 @@ class PgStore:
 
         One REPEATABLE READ transaction on its own connection with server-side cursors: a
         consistent snapshot that neither waits for writers nor holds more than one batch.
-        Orders are total, so equal stores dump equal streams. With `user`, events and links
-        are those touching the user's memories.
+        What and in which order: `sql.dump_queries`.
         """
-        mine, params = ("user_id = %s", [user]) if user is not None else ("TRUE", [])
-        owned = f"IN (SELECT id FROM memories WHERE {mine})" if user is not None else "IS NOT NULL"
-        queries = [
-            ("turns", f"SELECT {_TURN_COLS} FROM turns WHERE {mine} ORDER BY ts, seq", params, _turn),
-            ("memories", f"SELECT {', '.join(_SQL_COLS)}, embedding FROM memories WHERE {mine} "
-                         "ORDER BY created_at, id", params,
-             lambda r: (_record(r[:-1]), _array(r[-1]))),
-            ("events", f"SELECT {_EVENT_COLS} FROM events WHERE memory_id {owned} ORDER BY ts, seq", params,
-             _event),
-            ("links", f"SELECT src, dst, kind, ts FROM links WHERE src {owned} OR dst {owned} "
-                      "ORDER BY ts, src, dst, kind", params * 2, lambda r: Link(r[0], r[1], r[2], _aware(r[3]))),
-        ]
+        convert = {"turns": TURNS.of, "memories": lambda r: (MEMORIES.of(r[:-1]), _array(r[-1])), "events": EVENTS.of,
+                   "links": LINKS.of}
+        queries = [(section, sql, args, convert[section]) for section, sql, args in dump_queries(POSTGRES, user)]
         with self._snapshot() as con:
             for section, sql, args, convert in queries:
                 with con.cursor(name=f"mnemo_dump_{section}") as cur:
@@ -684,18 +487,16 @@ class PgStore:
     def review(self, user: str | None = None, *, batch_size: int = 500) -> Iterable[list[tuple[MemoryRecord, list[Event]]]]:
         """Yield batches of (memory, its events) ordered by user, status (active first), kind and age."""
         mine, params = ("user_id = %s", [user]) if user is not None else ("TRUE", [])
-        sql = (f"SELECT {', '.join(_SQL_COLS)} FROM memories WHERE {mine} ORDER BY user_id, CASE status "
-               "WHEN 'active' THEN 0 WHEN 'superseded' THEN 1 WHEN 'forgotten' THEN 2 WHEN 'decayed' THEN 3 "
-               "ELSE 4 END, kind, created_at, id")
+        sql = f"SELECT {', '.join(SQL_COLS)} FROM memories WHERE {mine} ORDER BY {REVIEW_ORDER}"
         with self._snapshot() as con, con.cursor(name="mnemo_review") as cur:
             cur.execute(sql, params)
             # The events of each batch come from the same snapshot, so they agree with the memories.
             while rows := cur.fetchmany(batch_size):
-                records = [_record(r) for r in rows]
+                records = [MEMORIES.of(r) for r in rows]
                 events: dict[str, list[Event]] = {}
-                for e in con.execute(f"SELECT {_EVENT_COLS} FROM events WHERE memory_id = ANY(%s) ORDER BY ts, seq",
+                for e in con.execute(f"SELECT {EVENTS.cols} FROM events WHERE memory_id = ANY(%s) ORDER BY ts, seq",
                                      [[r.id for r in records]]).fetchall():
-                    events.setdefault(e[1], []).append(_event(e))
+                    events.setdefault(e[1], []).append(EVENTS.of(e))
                 yield [(r, events.get(r.id, [])) for r in records]
 
     # ----------------------------------------------------------------- cold archive (DuckDB-only for now)
@@ -718,22 +519,6 @@ def _unique() -> Iterator[None]:
                            ) from exc
 
 
-def _row(r: MemoryRecord) -> list[Any]:
-    """Return a memory's column values in `_SQL_COLS` order, ready for COPY."""
-    values = []
-    for col in _SQL_COLS:
-        field_name = "user" if col == "user_id" else "references" if col == "refs" else col
-        value = getattr(r, field_name)
-        if field_name in _TIMES:
-            value = _naive(value)
-        elif field_name == "references":
-            value = list(value)
-        elif field_name == "meta":
-            value = json.dumps(value, default=str)
-        values.append(value)
-    return values
-
-
 def _array(vec: Any) -> np.ndarray:
     """Return a pgvector value as a float32 array (the adapter returns its own Vector type)."""
     return np.asarray(vec.to_numpy() if hasattr(vec, "to_numpy") else vec, dtype=np.float32)
@@ -742,16 +527,3 @@ def _array(vec: Any) -> np.ndarray:
 def _score(value: float | None) -> float:
     """Return a cosine score, 0.0 where pgvector has none (a zero vector)."""
     return 0.0 if value is None or value != value else float(value)
-
-
-def _event(r: Sequence[Any]) -> Event:
-    return Event(r[0], r[1], _aware(r[2]), r[3], r[4], r[5], r[6], json.loads(r[7] or "{}"), r[8])
-
-
-POSTGRES = Dialect("%s", lambda column, values: (f"{column} = ANY(%s::text[])", [list(values)]),
-                   lambda key, value: ("(meta::jsonb ->> %s) = %s", [key, value]))
-
-
-def _where(user: str | None, filters: dict[str, Any] | None, *, active_only: bool) -> tuple[str, list[Any]]:
-    """Return a WHERE clause and its parameters for a user and the recall filters (PostgreSQL)."""
-    return where(user, filters, active_only=active_only, dialect=POSTGRES)

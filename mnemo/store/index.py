@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 
 class VectorIndex:

@@ -1,0 +1,20 @@
+"""Memory stores: the `Store` protocol every caller uses, and its two engines.
+
+    from mnemo.store import Store, store_class
+    store: Store = store_class(path)(path, embedder=emb.name, dim=emb.dim)
+
+`protocol.Store` is the contract; `sql` holds the SQL both engines share, written once
+over a `Dialect`; `duckdb.DuckDBStore` and `postgres.PgStore` hold what differs;
+`rows` converts between rows and model values.
+"""
+
+from ..model import new_id
+from .backends import recorded_embedder, store_class
+from .duckdb import DUCKDB, ENGINE_VERSION, MEMORY_LIMIT_ENV, DuckDBStore, extension_path
+from .postgres import POSTGRES, PgStore, is_dsn, split_dsn
+from .protocol import Store
+from .rows import SCHEMA_VERSION
+from .sql import Dialect, where
+
+__all__ = ["DUCKDB", "ENGINE_VERSION", "MEMORY_LIMIT_ENV", "POSTGRES", "SCHEMA_VERSION", "Dialect", "DuckDBStore", "PgStore", "Store",
+           "extension_path", "is_dsn", "new_id", "recorded_embedder", "split_dsn", "store_class", "where"]

@@ -1,0 +1,523 @@
+"""The DuckDB store: what DuckDB does differently from the shared SQL of `store.sql`.
+
+One file per store (or ":memory:"). Memories keep their rows forever: a status
+change is an UPDATE plus an event row, never a DELETE. Vectors live in a
+fixed-size FLOAT[dim] column and are mirrored into an in-process matrix
+(`store.index.VectorIndex`, or an approximate index by size, `store.ann`). Lexical
+search is BM25 with the analysis of the `fts` extension (loaded from its pinned
+PyPI package with no network): DuckDB tokenises and stems here, and the postings
+are served in process by `lexical.LexicalIndex`, which follows every write; rows
+written since the last lexical search are analysed in one statement at the next
+(`lexical_syncs` counts those statements).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ..config import DecayConfig
+from ..errors import ExtensionUnavailable, StoreError, StoreLocked
+from ..model import Event, Link, MemoryRecord, Turn
+from . import ann
+from .index import VectorIndex
+from .lexical import LexicalIndex
+from .parquet import ParquetArchive
+from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_text, check_version, naive
+from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
+
+DUCKDB_VERSION = "1.5.5"  # the pinned release the extension packages must match
+ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifests record it: digests are per version)
+# DuckDB caches table blocks up to its memory limit, 80% of RAM by default: at 1M memories that held
+# 2.2 GB of vector blocks already copied into the in-process index. A file store caps it (blocks are
+# read again from the file when needed; large operators spill to <file>.tmp); ":memory:" stores cannot.
+MEMORY_LIMIT_ENV = "MNEMO_DUCKDB_MEMORY_LIMIT"
+MEMORY_LIMIT = "1GB"
+_LOAD_BATCH = 50_000  # rows per Arrow batch when the vectors are streamed into the index at open
+_LEXICAL_BATCH = 100_000  # rows analysed per statement when BM25 postings are built (bounds DuckDB's memory)
+
+# fts's analysis (see mnemo.store.lexical): its tokenizer with digits kept, its stopwords, then porter stems.
+# Its ignore pattern (\.|[^a-z0-9])+ split on whitespace leaves exactly the runs of [a-z0-9], found here in one pass.
+_TOKENS = "regexp_extract_all(lower(strip_accents({})), '[a-z0-9]+')"
+_STOPWORDS = pa.table({"sw": (Path(__file__).parent.parent / "assets" / "stopwords_english.txt").read_text().split()})
+_STOPWORD_SET = frozenset(_STOPWORDS.column("sw").to_pylist())
+
+
+def _migrations(dim: int) -> list[tuple[int, list[str]]]:
+    """Ordered schema migrations: (version, statements). Append, never edit a shipped one.
+
+    Memories and events carry no PRIMARY KEY: ids are random 64-bit values minted
+    here (imports check for clashes themselves), and a uniqueness check would cost
+    every insert. Version 2 adds a plain ART index on memories.id: point reads and
+    updates (get, set_status, a recall's candidates) stop scanning the table, for
+    about a quarter more time per bulk insert (benchmarks/README.md). It also drops
+    the fts index that version 1 stores built (BM25 is served in process now).
+    """
+    return [
+        (
+            1,
+            [
+                """CREATE TABLE turns (id VARCHAR PRIMARY KEY, user_id VARCHAR NOT NULL, session VARCHAR,
+                   agent VARCHAR, role VARCHAR, text VARCHAR NOT NULL, ts TIMESTAMP NOT NULL, meta VARCHAR)""",
+                f"""CREATE TABLE memories (id VARCHAR NOT NULL, user_id VARCHAR NOT NULL, text VARCHAR NOT NULL,
+                   kind VARCHAR, category VARCHAR, subject VARCHAR, attribute VARCHAR, value VARCHAR,
+                   record_id VARCHAR, refs VARCHAR[], importance DOUBLE, pinned BOOLEAN, single_valued BOOLEAN,
+                   agent VARCHAR, session VARCHAR, turn_id VARCHAR, source VARCHAR, created_at TIMESTAMP,
+                   valid_from TIMESTAMP, last_accessed TIMESTAMP, expires_at TIMESTAMP, access_count INTEGER,
+                   corroborations INTEGER, status VARCHAR, status_reason VARCHAR, status_at TIMESTAMP,
+                   successor_id VARCHAR, meta VARCHAR, embedding FLOAT[{dim}])""",
+                """CREATE TABLE events (id VARCHAR NOT NULL, memory_id VARCHAR NOT NULL, ts TIMESTAMP NOT NULL,
+                   action VARCHAR NOT NULL, status_from VARCHAR, status_to VARCHAR, reason VARCHAR,
+                   evidence VARCHAR, other_id VARCHAR)""",
+                """CREATE TABLE links (src VARCHAR NOT NULL, dst VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+                   ts TIMESTAMP)""",
+            ],
+        ),
+        (
+            2,
+            [
+                "DROP SCHEMA IF EXISTS fts_main_memories CASCADE",
+                "CREATE INDEX IF NOT EXISTS memories_id ON memories (id)",
+            ],
+        ),
+    ]
+
+
+def extension_path(name: str) -> str:
+    """Return the path of a pinned extension package's binary, or raise with how to fix it."""
+    module = f"duckdb_extension_{name}"
+    try:
+        pkg = __import__(module)
+    except ImportError as exc:
+        raise ExtensionUnavailable(
+            f"the DuckDB '{name}' extension is not installed; run: pip install 'duckdb-extension-{name}=={DUCKDB_VERSION}'"
+        ) from exc
+    path = Path(pkg.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+    if not path.exists():
+        raise ExtensionUnavailable(
+            f"duckdb-extension-{name} does not match duckdb {duckdb.__version__} (no {path}); "
+            f"install matching versions: pip install 'duckdb=={DUCKDB_VERSION}' 'duckdb-extension-{name}=={DUCKDB_VERSION}'"
+        )
+    return str(path)
+
+
+_PROBE_MAX = 2_000  # past this many ids a literal IN list costs more than one scan
+
+
+def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """Return ("column IN (...)", params): a literal list, which DuckDB pushes into the scan (zone maps) and
+    answers from the ART index on id; a list parameter (list_contains) is tested row by row. For very many
+    values, one semi-join."""
+    if not values:
+        return "FALSE", []
+    if len(values) > _PROBE_MAX:
+        return f"{column} IN (SELECT unnest(?))", [list(values)]
+    return f"{column} IN ({', '.join('?' * len(values))})", list(values)
+
+
+DUCKDB = Dialect(
+    name="duckdb", mark="?", text_mark="?", seq="rowid", for_update="", any_of=_in,
+    meta_eq=lambda key, value: ("json_extract_string(meta, ?) = ?", [f"$.{key}", value]),
+    number=lambda x: f"CAST({x!r} AS DOUBLE)", log2=lambda x: f"log2({x})",
+    seconds=lambda a, b: f"epoch({b}::TIMESTAMP - {a})",
+)
+
+
+class DuckDBStore(ParquetArchive, SQLStore):
+    """A DuckDB memory store with an in-process vector index kept in sync."""
+
+    dialect = DUCKDB
+
+    def __init__(self, path: str | Path, *, embedder: str, dim: int, read_only: bool = False, index: str = "auto"):
+        self.path = str(path)
+        # "auto" picks exact or an approximate index by size (store.ann.choose); any other kind is kept.
+        self.index_kind = ann.check_kind(index)
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._cursor_lock = threading.Lock()
+        self.lexical_syncs = 0
+        self.con = _connect(self.path, read_only=read_only)
+        if self.path != ":memory:":
+            limit = os.environ.get(MEMORY_LIMIT_ENV, MEMORY_LIMIT)
+            try:
+                self.con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
+            except duckdb.Error as exc:
+                raise StoreError(f"{MEMORY_LIMIT_ENV}={limit!r} is not a DuckDB memory limit (e.g. 1GB, 512MB): "
+                                 f"{exc}") from exc
+        self.con.execute(f"LOAD '{extension_path('fts')}'")
+        self.embedder, self.dim = self._check_embedder(embedder, dim)
+        if not read_only:
+            self._migrate()
+        self.index = VectorIndex(self.dim)
+        self._load_index()
+
+    @staticmethod
+    def recorded_embedder(path: str | Path) -> str | None:
+        """Return the embedder name an existing store file was written with (None for a new store)."""
+        if str(path) == ":memory:" or not Path(path).exists():
+            return None
+        store_con = _connect(str(path), read_only=False)
+        try:
+            row = store_con.execute(
+                "SELECT value FROM store_meta WHERE key = 'embedder'"
+            ).fetchone() if store_con.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'store_meta'"
+            ).fetchone()[0] else None
+        finally:
+            store_con.close()
+        return row[0] if row else None
+
+    # ----------------------------------------------------------------- set-up
+    def _meta(self) -> dict[str, str]:
+        exists = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'store_meta'"
+        ).fetchone()[0]
+        if not exists:
+            return {}
+        return dict(self.con.execute("SELECT key, value FROM store_meta").fetchall())
+
+    def _check_embedder(self, embedder: str, dim: int) -> tuple[str, int]:
+        return self._adopt_meta(embedder, dim, "CREATE TABLE store_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+
+    def _migrate(self) -> None:
+        version = int(self._meta().get("schema_version", 0))
+        for target, statements in _migrations(self.dim):
+            if target <= version:
+                continue
+            with self.transaction():
+                for sql in statements:
+                    self.con.execute(sql)
+                self.con.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(target)])
+        check_version(version, self.path)
+
+    def _load_index(self) -> None:
+        # The lexical index is rebuilt lazily, from the whole table, at the next lexical search.
+        self.lexical, self._lexical_pending = LexicalIndex(), None
+        # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
+        # pinned read probes them by index instead of scanning the table.
+        self._pinned_ids = {r[0] for r in self.con.execute("SELECT id FROM memories WHERE pinned").fetchall()}
+        n = self.con.execute("SELECT count(*) FROM memories").fetchone()[0]
+        # The index kind is the one the size policy asks for at the size the store has now.
+        self.index = ann.empty(ann.choose(n, self.index_kind), self.dim)
+        if n == 0:
+            return
+        # Streamed in batches into one matrix: no whole-table Arrow copy of the vectors is ever held.
+        vecs = np.empty((n, self.dim), dtype=np.float32)
+        ids: list[str] = []
+        users: list[str] = []
+        active = np.empty(n, dtype=bool)
+        reader = self.con.execute(
+            "SELECT id, user_id, status = 'active' AS active, embedding FROM memories").to_arrow_reader(_LOAD_BATCH)
+        for batch in reader:
+            at, m = len(ids), batch.num_rows
+            if at + m > n:
+                raise StoreError(f"{self.path} changed while its vectors were being loaded; open it again")
+            vecs[at:at + m] = np.asarray(batch.column(3).values, dtype=np.float32).reshape(m, self.dim)
+            active[at:at + m] = batch.column(2).to_numpy(zero_copy_only=False)
+            ids.extend(batch.column(0).to_pylist())
+            users.extend(batch.column(1).to_pylist())
+        self.index.add(ids, users, vecs[:len(ids)], active=active[:len(ids)])
+        del vecs, reader
+        pa.default_memory_pool().release_unused()
+
+    def close(self) -> None:
+        """Close the connection (on a `reader`, only its cursor)."""
+        self.con.close()
+
+    def reader(self) -> DuckDBStore:
+        """Return this store seen through a fresh cursor of its connection, for one reading thread or stream.
+
+        DuckDB's connection must not be used by two threads at once; a cursor may. The view's
+        queries run on its cursor while the vector index, the BM25 postings and the lock stay
+        the store's own. Close it when done: that closes only the cursor.
+        """
+        # cursor() reads the shared connection object, so two threads must not call it at once.
+        with self._cursor_lock:
+            return _CursorView(self, self.con.cursor())
+
+    def transaction(self) -> _Transaction:
+        """Return a context manager that commits on success and rolls back on any error."""
+        return _Transaction(self)
+
+    # ----------------------------------------------------------------- writes
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
+        return self.con.execute(sql, list(params))
+
+    def insert_turn(self, turn: Turn) -> None:
+        """Record a raw turn in its own committed transaction, before anything is extracted from it."""
+        self._writable()
+        with self._lock:
+            self.con.execute(f"INSERT INTO turns ({TURNS.cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", TURNS.values(turn))
+
+    def insert_memories(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
+        """Insert memories and their vectors through Arrow (one statement, not one per row)."""
+        vectors = self._insertable(records, vectors)
+        if not len(records):
+            return
+        cols: dict[str, Any] = {}
+        for name, col, values in zip(MEM_COLS, SQL_COLS, zip(*map(MEMORIES.values, records), strict=True), strict=True):
+            arrow = (pa.timestamp("us") if name in TIMES else pa.list_(pa.string()) if name == "references"
+                     else pa.string() if name == "meta" else None)
+            cols[col] = pa.array(values, type=arrow) if arrow else list(values)
+        cols["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), self.dim)
+        batch = pa.table(cols)  # noqa: F841 - read by DuckDB's replacement scan below
+        with self._lock:
+            self.con.execute(f"INSERT INTO memories ({', '.join(SQL_COLS)}, embedding) SELECT * FROM batch")
+            if self._lexical_pending is not None:
+                self._lexical_pending.extend(r.id for r in records)
+            self._pinned_ids.update(r.id for r in records if r.pinned)
+        self.index.add([r.id for r in records], [r.user for r in records], vectors,
+                       active=np.array([r.status == "active" for r in records]))
+        # Crossing the size policy's threshold moves the rows into the index kind it asks for.
+        self.index = ann.fit(self.index, self.index_kind)
+
+    def insert_events(self, events: Iterable[Event]) -> None:
+        """Append events in one Arrow statement."""
+        self._append("events", list(events))
+
+    def insert_links(self, links: Iterable[Link]) -> None:
+        """Append links in one Arrow statement."""
+        self._append("links", list(links))
+
+    def _status_changed(self, ids: list[str], active: bool) -> None:
+        # The in-process indexes search active memories only.
+        self.index.set_active(ids, active)
+        self.lexical.set_active(ids, active)
+
+    def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
+        """Tombstone, in one set-based pass, active memories whose salience is under the threshold.
+
+        The SQL is `decay.salience` (see its docstring), evaluated over the whole table;
+        each decayed memory gets an event carrying the salience that decided it.
+        """
+        self._writable()
+        select, params = decay_select(DUCKDB, now, cfg)
+        with self.transaction():
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE decayed AS {select}", params)
+            rows = self.con.execute("SELECT id, salience FROM decayed ORDER BY salience, id").fetchall()
+            if rows and not dry_run:
+                self.con.execute(
+                    "UPDATE memories SET status = 'decayed', status_reason = 'decayed', status_at = ? "
+                    "FROM decayed WHERE memories.id = decayed.id", [naive(now)])
+                self.con.execute(
+                    "INSERT INTO events SELECT 'e-' || substr(replace(uuid()::VARCHAR, '-', ''), 1, 16), id, ?, "
+                    "'decayed', 'active', 'decayed', 'decayed', "
+                    "json_object('salience', salience, 'threshold', ?)::VARCHAR, NULL FROM decayed",
+                    [naive(now), cfg.threshold])
+            self.con.execute("DROP TABLE decayed")
+        if rows and not dry_run:
+            self._status_changed([r[0] for r in rows], False)
+        return [(r[0], float(r[1])) for r in rows]
+
+    # ----------------------------------------------------------------- reads
+    def pinned(self, user: str, filters: dict[str, Any] | None = None) -> list[MemoryRecord]:
+        if not self._pinned_ids:
+            return []
+        where, params = self._where(user, filters, active_only=True)
+        sql, ids = _in("id", sorted(self._pinned_ids))
+        return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
+
+    def vectors(self, ids: list[str]) -> np.ndarray:
+        return self.index.vectors(ids)
+
+    def _index_stats(self) -> dict[str, Any]:
+        return {"index": ann.kind_of(self.index)}
+
+    # ----------------------------------------------------------------- search
+    def search_dense(self, qvec: np.ndarray, k: int, *, user: str,
+                     filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """Return the top-k active memories of `user` by cosine, best first."""
+        allowed = self._allowed(user, filters)
+        return self.index.search(qvec, k, user=user, allowed=allowed)
+
+    def _allowed(self, user: str, filters: dict[str, Any] | None) -> set[str] | None:
+        if not filters or not any(v is not None for v in filters.values()):
+            return None
+        where, params = self._where(user, filters, active_only=True)
+        return {r[0] for r in self.con.execute(f"SELECT id FROM memories WHERE {where}", params).fetchall()}
+
+    def _sync_lexical(self) -> None:
+        """Analyse the rows written since the last lexical search (all rows, the first time) into the postings."""
+        with self._lock:
+            pending = self._lexical_pending
+            if pending is not None and not pending:
+                return
+            # Rows come back with their position, so postings need no id lookups.
+            where = "" if pending is None else "WHERE id IN (SELECT id FROM todo)"
+            todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
+            docs = self.con.execute(
+                f"SELECT id, user_id, status = 'active' AS active, text FROM memories {where}").to_arrow_table()
+            for start in range(0, docs.num_rows, _LEXICAL_BATCH):
+                self._add_postings(docs.slice(start, _LEXICAL_BATCH))
+            self._lexical_pending = []
+            self.lexical_syncs += 1
+            del docs
+            pa.default_memory_pool().release_unused()
+
+    def _add_postings(self, docs: pa.Table) -> None:
+        """Analyse one batch of (id, user_id, active, text) rows and append them and their postings."""
+        part = docs.append_column("pos", pa.array(np.arange(docs.num_rows)))  # noqa: F841 - read by DuckDB
+        stopwords = _STOPWORDS  # noqa: F841 - read by DuckDB
+        # Each distinct token is stemmed once; create_fts_index drops stopwords before stemming.
+        post = self.con.execute(
+            f"""WITH toks AS (SELECT pos, unnest({_TOKENS.format('text')}) AS tok FROM part),
+                kept AS (SELECT pos, tok FROM toks WHERE tok NOT IN (SELECT sw FROM stopwords)),
+                stems AS (SELECT tok, stem(tok, 'porter') AS term FROM (SELECT DISTINCT tok FROM kept))
+            SELECT pos, term, count(*) AS tf FROM kept JOIN stems USING (tok) GROUP BY pos, term"""
+        ).to_arrow_table()
+        terms = post.column("term").combine_chunks().dictionary_encode()
+        self.lexical.add(docs.column("id").to_pylist(), docs.column("user_id").to_pylist(),
+                         docs.column("active").to_numpy(zero_copy_only=False).astype(bool),
+                         post.column("pos").to_numpy(), terms.dictionary.to_pylist(), terms.indices.to_numpy(),
+                         post.column("tf").to_numpy())
+
+    def _analyse(self, text: str) -> list[str]:
+        """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
+        # One short statement (no scan of the stopword table per query): the stopwords are dropped here.
+        rows = self.con.execute(f"SELECT DISTINCT tok, stem(tok, 'porter') FROM (SELECT unnest("
+                                f"{_TOKENS.format('?::VARCHAR')}) AS tok)", [check_text(text, "query")]).fetchall()
+        return sorted({stem for tok, stem in rows if tok not in _STOPWORD_SET})
+
+    def search_lexical(self, query: str, k: int, *, user: str,
+                       filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """Return the top-k active memories of `user` by BM25, best first (ties by id)."""
+        terms = self._analyse(query)
+        self._sync_lexical()
+        allowed = self._allowed(user, filters)
+        return self.lexical.search(terms, k, user=user, allowed=allowed)
+
+    def _reload_index(self) -> None:
+        # The in-process index has no delete; after a purge or restore it is rebuilt from the file.
+        self.index = VectorIndex(self.dim)
+        self._load_index()
+
+    # ----------------------------------------------------------------- portability (mnemo.portable)
+    def dump(self, user: str | None = None, *, batch_size: int = 1000) -> Iterable[tuple[str, list]]:
+        """Yield ("turns", [Turn]), ("memories", [(MemoryRecord, vector)]), ("events", ...), ("links", ...) batches.
+
+        One read transaction on its own cursor: a consistent snapshot that neither waits
+        for writers nor holds more than one batch (what and in which order: `sql.dump_queries`).
+        """
+        convert = {"turns": TURNS.of, "events": EVENTS.of, "links": LINKS.of}
+        cur = self.con.cursor()
+        try:
+            cur.execute("BEGIN TRANSACTION")
+            for section, sql, params in dump_queries(DUCKDB, user):
+                if section == "memories":
+                    for batch in cur.execute(sql, params).to_arrow_reader(batch_size):
+                        cols = [batch.column(k).to_pylist() for k in range(len(SQL_COLS))]
+                        vecs = batch.column(len(SQL_COLS)).flatten().to_numpy().reshape(-1, self.dim)
+                        yield section, [(MEMORIES.of(row), vecs[k]) for k, row in enumerate(zip(*cols, strict=True))]
+                    continue
+                cur.execute(sql, params)
+                while rows := cur.fetchmany(batch_size):
+                    yield section, [convert[section](r) for r in rows]
+        finally:
+            cur.close()
+
+    def review(self, user: str | None = None, *, batch_size: int = 500) -> Iterable[list[tuple[MemoryRecord, list[Event]]]]:
+        """Yield batches of (memory, its events) ordered by user, status (active first), kind and age."""
+        mine, params = ("user_id = ?", [user]) if user is not None else ("TRUE", [])
+        cols = ", ".join(f"m.{c}" for c in SQL_COLS)
+        # One query with the events aggregated per memory: a second query would need a second cursor,
+        # which is a second snapshot.
+        sql = (f"SELECT {cols}, (SELECT list((e.id, e.memory_id, e.ts, e.action, e.status_from, e.status_to, "
+               "e.reason, e.evidence, e.other_id) ORDER BY e.ts, e.rowid) FROM events e WHERE e.memory_id = m.id) "
+               f"FROM memories m WHERE {mine} ORDER BY {REVIEW_ORDER}")
+        cur = self.con.cursor()
+        try:
+            cur.execute(sql, params)
+            while rows := cur.fetchmany(batch_size):
+                yield [(MEMORIES.of(r[:-1]), [EVENTS.of(e) for e in r[-1] or ()]) for r in rows]
+        finally:
+            cur.close()
+
+    @property
+    def lexical_stale(self) -> bool:
+        """True when rows written since the last lexical search wait to be analysed into the BM25 postings."""
+        return self._lexical_pending is None or bool(self._lexical_pending)
+
+    def refresh_lexical(self) -> bool:
+        """Analyse waiting rows into the BM25 postings now; return whether there were any."""
+        with self._lock:
+            if not self.lexical_stale:
+                return False
+            self._sync_lexical()
+            return True
+
+    def insert_turns(self, turns: Sequence[Turn]) -> None:
+        """Insert many turns in one statement (imports); callers hold a transaction."""
+        self._append("turns", turns)
+
+    def _append(self, table: str, rows: Sequence[Turn] | Sequence[Event] | Sequence[Link]) -> None:
+        """Append turns, events or links in one Arrow statement: executemany manages ~1k rows/s."""
+        self._writable()
+        if not rows:
+            return
+        spec = _APPENDED[table]
+        values = list(zip(*map(spec.values, rows), strict=True))
+        batch = pa.table({n: pa.array(v, type=pa.timestamp("us") if n == "ts" else pa.string())  # noqa: F841
+                          for n, v in zip(spec.cols.split(", "), values, strict=True)})
+        with self._lock:
+            self.con.execute(f"INSERT INTO {table} ({spec.cols}) SELECT * FROM batch")
+
+
+_APPENDED = {"turns": TURNS, "events": EVENTS, "links": LINKS}  # what `_append` writes
+
+
+class _CursorView(DuckDBStore):
+    """A store's queries on one cursor: attribute reads and writes other than `con` go to the base store."""
+
+    def __init__(self, base: DuckDBStore, con: duckdb.DuckDBPyConnection):  # noqa: D107 - nothing is opened here
+        object.__setattr__(self, "_base", base)
+        object.__setattr__(self, "con", con)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_base"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(object.__getattribute__(self, "_base"), name, value)
+
+
+def _connect(path: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB connection, turning a lock held by another process into StoreLocked."""
+    try:
+        return duckdb.connect(path, read_only=read_only)
+    except (duckdb.IOException, duckdb.ConnectionException) as exc:
+        if "lock" in str(exc).lower():
+            raise StoreLocked(
+                f"{path} is open for writing in another process; DuckDB allows one writer per file. "
+                "Close the other process, or serve the store to many clients with `mnemo serve http`."
+            ) from exc
+        raise StoreError(f"cannot open {path}: {exc}") from exc
+
+
+class _Transaction:
+    def __init__(self, store: DuckDBStore):
+        self.store = store
+
+    def __enter__(self) -> DuckDBStore:
+        self.store._lock.acquire()
+        self.store.con.execute("BEGIN TRANSACTION")
+        return self.store
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self.store.con.execute("COMMIT")
+            else:
+                self.store.con.execute("ROLLBACK")
+                # The in-process index may have moved ahead of the rolled-back rows: rebuild it from the file.
+                if hasattr(self.store, "index"):
+                    self.store.index = VectorIndex(self.store.dim)
+                    self.store._load_index()
+        finally:
+            self.store._lock.release()
