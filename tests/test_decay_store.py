@@ -42,16 +42,18 @@ _examples = itertools.count()
 def test_sql_salience_equals_python_salience(backend, recs):
     cfg = DecayConfig(threshold=2.0)  # everything non-exempt is under 2, so the dry run reports every salience
     store = backend.open(f"h{next(_examples)}", embedder="t", dim=DIM)
-    with store.transaction():
-        store.insert_memories(recs, np.ones((len(recs), DIM), np.float32))
-    got = dict(store.decay_pass(T0, cfg, dry_run=True))
-    for r in recs:
-        exempt = r.pinned or r.category in cfg.exempt_categories
-        assert (r.id in got) == (not exempt)
-        if not exempt:
-            assert abs(got[r.id] - salience(r, T0, cfg)) < 1e-9
-    assert store.stats()["by_status"] == {"active": len(recs)}
-    store.close()
+    try:
+        with store.transaction():
+            store.insert_memories(recs, np.ones((len(recs), DIM), np.float32))
+        got = dict(store.decay_pass(T0, cfg, dry_run=True))
+        for r in recs:
+            exempt = r.pinned or r.category in cfg.exempt_categories
+            assert (r.id in got) == (not exempt)
+            if not exempt:
+                assert abs(got[r.id] - salience(r, T0, cfg)) < 1e-9
+        assert store.stats()["by_status"] == {"active": len(recs)}
+    finally:
+        store.close()
 
 
 def test_decay_pass_tombstones_with_reason_and_salience_and_syncs_the_index(backend):
