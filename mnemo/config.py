@@ -66,7 +66,6 @@ class RecallConfig:
     certain_at: float = 0.6  # top evidence at or above this is "certain"
     vague_at: float = 0.35  # top evidence at or above this (and under certain_at) is "vague"
     expand_hops: int = 2  # hops along supersedes / because links for history
-    rerank: str = "none"  # none | model
 
 
 @dataclass(frozen=True)

@@ -517,7 +517,7 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         store.touch(used_ids, now)
     provenance = {
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
-        "fusion": cfg.fusion, "rerank": "none", "evidence": "claims, then dense cosine + query coverage",
+        "fusion": cfg.fusion, "evidence": "claims, then dense cosine + query coverage",
         "question": describe(q), "confidence_why": why,
         "tokenizer": tokenizer or getattr(count_many, "name", None) or getattr(count_many, "__name__", "?"),
     }

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnemo.config import DecayConfig, RecallConfig
+from mnemo.config import Config, DecayConfig, RecallConfig
 from mnemo.errors import ConfigError, InvalidInput
 from mnemo.model import KINDS, Link, MemoryRecord, Packed, Scored
 from mnemo.recall import (
@@ -92,6 +92,12 @@ def test_fuse_ties_share_a_rank():
 def test_fuse_unknown_method_raises():
     with pytest.raises(ConfigError, match="unknown fusion"):
         fuse([], [], RecallConfig(fusion="borda"))
+
+
+def test_rerank_is_not_a_setting():
+    # It was accepted and did nothing; an inert knob is refused rather than silently ignored.
+    with pytest.raises(ConfigError, match="unknown parameter 'rerank'"):
+        Config.from_params(rerank="model")
 
 
 # ---------------------------------------------------------------- score, veto
@@ -452,9 +458,11 @@ def test_recall_answers_with_citations_history_and_one_touch():
     (touched,) = store.touched
     assert touched[1] == NOW and "lisbon" in touched[0] and "french" not in touched[0]
     assert set(touched[0]) < set(r.ids)
-    assert {k: r.provenance[k] for k in ("retrievers", "fusion", "rerank", "evidence", "tokenizer")} == {
-        "retrievers": ["dense", "bm25"], "fusion": "rrf", "rerank": "none",
+    assert {k: r.provenance[k] for k in ("retrievers", "fusion", "evidence", "tokenizer")} == {
+        "retrievers": ["dense", "bm25"], "fusion": "rrf",
         "evidence": "claims, then dense cosine + query coverage", "tokenizer": "words+1"}
+    # There is no rerank stage, so provenance names none.
+    assert "rerank" not in r.provenance
     assert r.provenance["question"]["subject"] == "user" and r.provenance["confidence_why"]
     traced = [t.memory_id for t in r.trace]
     assert len(traced) == len(set(traced))
