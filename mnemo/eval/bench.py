@@ -325,7 +325,7 @@ BENCHMARKS = ("locomo", "realtalk", "beam", "mquake", "prefeval", "meme", "write
 # Retrieval benchmarks compare the retrievers; the others run the default write + recall path.
 DEFAULT_RECIPES = {"locomo": ("dense", "bm25", "hybrid"), "realtalk": ("dense", "bm25", "hybrid")}
 # With --folds: the fixed recipes reported beside the fold-selected one (hybrid is the old default).
-FOLD_RECIPES = ("dense", "bm25", "hybrid", "default", "conversational")
+FOLD_RECIPES = ("dense", "bm25", "hybrid", "default")
 
 
 def run_benchmark(name: str, recipes: Sequence[str] | None = None, **kwargs: Any) -> BenchResult:
