@@ -82,3 +82,31 @@ def test_run_folds_on_two_conversations_records_choices_and_scores_out_of_fold()
     assert len(selected) == len([r for r in res.rows if r["recipe"] == "bm25"])
     main = res.aggregates["selected | main"]
     assert 0.0 < main["R@10"] <= 1.0 and main["R@10_sd"] >= 0.0 and "selected | fold 1" in res.aggregates
+
+
+def test_feature_rerank_learns_from_training_rows_and_ranks_by_them():
+    from mnemo.eval import feature_rerank as fr
+
+    speaker_of = {"a": ("Caroline", "Melanie", 40), "b": ("Melanie", "Caroline", 40), "c": ("Caroline", "Melanie", 5)}
+    ids, x = fr.features("What does Caroline do for work?", [("a", 0.5), ("b", 0.9)], [("c", 3.0), ("a", 1.0)],
+                         speaker_of)
+    assert ids == ["a", "b", "c"] and x.shape == (3, len(fr.FEATURES))
+    named = fr.FEATURES.index("speaker_named")
+    assert x[:, named].tolist() == [1.0, 0.0, 1.0] and x[1, fr.FEATURES.index("other_named")] == 1.0
+    # Trained where the named speaker's turns are the relevant ones, it puts them first.
+    model = fr.fit([x] * 5, [[1.0, 0.0, 1.0]] * 5)
+    assert fr.rerank(model, ids, x)[-1] == "b"
+    with pytest.raises(ConfigError):
+        fr.fit([x], [[0.0, 0.0, 0.0]])
+
+
+def test_run_folds_feature_rerank_is_fitted_without_the_held_out_fold():
+    require_data("locomo")
+    res = folds.run_folds("locomo", ("default",), folds=2, limit=2, embedder="hash", rerank=True)
+    fits = res.params["rerank"]
+    n_main = {f["fold"]: int(res.aggregates[f"default | fold {f['fold']}"]["n"]) for f in fits}
+    # Fold k's model trains on the other fold's main-category questions, never its own.
+    assert [f["train_questions"] for f in fits] == [n_main[1], n_main[0]]
+    rows = [r for r in res.rows if r["recipe"] == "feature rerank"]
+    assert len(rows) == len([r for r in res.rows if r["recipe"] == "default"])
+    assert 0.0 < res.aggregates["feature rerank | main"]["R@10"] <= 1.0

@@ -429,9 +429,11 @@ def run_eval(benchmark: str, *, recipes: Sequence[str] | None = None, llm: str =
         from mnemo.eval.folds import run_folds
 
         res = run_folds(benchmark, tuple(recipes or FOLD_RECIPES), folds=options["folds"], limit=limit,
-                        embedder=embedder or "minilm", llm=llm, progress=progress)
+                        embedder=embedder or "minilm", llm=llm, rerank=bool(options.get("rerank")),
+                        progress=progress)
     else:
         options.pop("folds", None)
+        options.pop("rerank", None)
         res = run_benchmark(benchmark, recipes, limit=limit, embedder=embedder or "minilm", llm=llm,
                             progress=progress, **options)
     paths = write_results(folder, benchmark=res.name, rows=res.rows, aggregates=res.aggregates, configs=res.configs,

@@ -26,9 +26,11 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
+
 from mnemo.config import Config, RecallConfig, recipe
 from mnemo.errors import ConfigError
-from mnemo.eval import datasets, metrics
+from mnemo.eval import datasets, feature_rerank, metrics
 from mnemo.eval.bench import Bench, BenchResult, Progress, _run_of, hits, order, session_times
 
 KEYS = ("R@5", "R@10", "nDCG@10", "RR")
@@ -102,7 +104,7 @@ def cross_validate(rows: Sequence[Mapping[str, Any]], folds: Sequence[Sequence[s
 
 
 def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "default"), *, folds: int = 4,
-              limit: int | None = None, embedder: Any = "minilm", llm: Any = "offline",
+              limit: int | None = None, embedder: Any = "minilm", llm: Any = "offline", rerank: bool = False,
               progress: Progress | None = None, **_ignored: Any) -> BenchResult:
     """Return out-of-fold turn retrieval on LoCoMo or REALTALK: fixed `recipes` and the fold-selected candidate.
 
@@ -110,7 +112,8 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     candidate that ranked it, R@5, R@10, nDCG@10 and RR. Aggregates: "<system> | main" (main
     categories, every fold: mean of questions, plus R@10_sd and nDCG@10_sd across fold means),
     "<system> | fold k" and "<system> | cat c ...". params["folds"] records each fold's
-    conversations, choice and training score; params["candidates"] the grid.
+    conversations, choice and training score; params["candidates"] the grid. With `rerank`, the
+    system "feature rerank" is `feature_rerank` fitted per fold on the other folds (an experiment).
     """
     ds = datasets.load(name)
     convs = ds.conversations[:limit] if limit else ds.conversations
@@ -125,6 +128,7 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     runs: dict[str, dict[str, float]] = {}
     qrels: dict[str, dict[str, int]] = {}
     meta: dict[str, dict[str, Any]] = {}
+    pool: dict[str, tuple[list[str | None], Any, Any]] = {}  # per question: candidates, features, labels
     for ci, conv in enumerate(convs):
         qs = [q for q in ds.questions if q.conversation_id == conv.id]
         times = session_times(conv)
@@ -138,6 +142,9 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
                                metas=[{"dia_id": t.dia_id} for t in s.turns], at=when, vectors=vecs[pos:pos + n])
             dia_of.update(zip(ids, (t.dia_id for t in s.turns), strict=True))
             pos += n
+        turn_of = {t.dia_id: t for t in conv.turns}
+        speaker_of = {m: (turn_of[d].speaker, " ".join(x for x in conv.speakers if x != turn_of[d].speaker),
+                          len(turn_of[d].text)) for m, d in dia_of.items()}
         qvecs = bench.emb.embed([q.question for q in qs]) if qs else []
         for q, qv in zip(qs, qvecs, strict=True):
             dense, lexical = hits(mem, q.question, user=conv.id, qvec=qv, k=depth)
@@ -147,9 +154,14 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
                 qrels[key] = dict.fromkeys(q.evidence, 1)
                 meta[key] = {"question_id": q.id, "conversation": conv.id, "fold": fold_of[conv.id],
                              "category": q.category, "category_name": q.category_name, "n_gold": len(q.evidence)}
+            if rerank:
+                ids, x = feature_rerank.features(q.question, dense, lexical, speaker_of)
+                dias = [dia_of.get(m) for m in ids]
+                pool[q.id] = (dias, x, np.asarray([float(d in q.evidence) for d in dias]))
         mem.close()
         if progress:
             progress(ci + 1, len(convs), conv.id)
+    rerank_fits = _rerank_folds(pool, meta, split, main, runs, qrels) if rerank else []
     scored, _ = metrics.ranking_metrics(runs, qrels, ks=(5, 10)) if qrels else ([], {})
     per: dict[str, dict[str, Any]] = {}
     for r in scored:
@@ -163,6 +175,9 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
         if r["system"].startswith("recipe:"):
             rname = r["system"].removeprefix("recipe:")
             rows.append({"qid": f"{r['question_id']}@{rname}", **r, "recipe": rname, "candidate": rname})
+        elif r["system"] == "feature rerank":
+            rows.append({"qid": f"{r['question_id']}@rerank", **r, "recipe": "feature rerank",
+                         "candidate": f"logreg fold {r['fold']}"})
     for r in cand_rows:
         if r["candidate"] == chosen[r["fold"]]["chosen"]:
             rows.append({"qid": f"{r['question_id']}@selected", **r, "recipe": "selected"})
@@ -176,11 +191,37 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     res = bench.result(name, rows, aggregates, ds, limit=limit, folds=chosen, n_folds=len(split),
                        split="conversations sorted by id, dealt round-robin into folds",
                        selection=f"mean turn {' then '.join(SELECT_BY)} on the other folds, main categories",
-                       main_categories=sorted(main),
+                       main_categories=sorted(main), rerank=rerank_fits,
                        candidates={c: {"fusion": cfg.fusion, "lexical_weight": cfg.lexical_weight, "rrf_k": cfg.rrf_k}
                                    for c, cfg in CANDIDATES.items()})
     res.configs = configs
     return res
+
+
+def _rerank_folds(pool: Mapping[str, tuple[list[str | None], Any, Any]], meta: dict[str, dict[str, Any]],
+                  split: Sequence[Sequence[str]], main: set[int], runs: dict, qrels: dict) -> list[dict[str, Any]]:
+    """Fit the feature reranker per fold on the other folds' main-category questions; add its held-out runs.
+
+    Returns, per fold, the training size and the fitted coefficients (on standardised features).
+    """
+    # Every question has a run under the first candidate: its key gives the question's qrels and meta.
+    first = f"@cand:{next(iter(CANDIDATES))}"
+    info = {meta[k]["question_id"]: (k, meta[k]) for k in meta if k.endswith(first)}
+    out = []
+    for k, test in enumerate(split):
+        held = set(test)
+        train = [q for q in pool if info[q][1]["conversation"] not in held and info[q][1]["category"] in main]
+        model = feature_rerank.fit([pool[q][1] for q in train], [pool[q][2] for q in train])
+        for q, (dias, x, _) in pool.items():
+            if info[q][1]["conversation"] in held:
+                ranked = feature_rerank.rerank(model, list(range(len(dias))), x)
+                key = f"{q}@feature rerank"
+                runs[key] = _run_of([dias[i] for i in ranked])
+                qrels[key], meta[key] = qrels[info[q][0]], dict(info[q][1])
+        coef = model[-1].coef_[0]
+        out.append({"fold": k, "train_questions": len(train),
+                    "coef": dict(zip(feature_rerank.FEATURES, (round(float(c), 4) for c in coef), strict=True))})
+    return out
 
 
 def _aggregate(rows: list[dict[str, Any]], main: set[int], n_folds: int, per_category: bool = True
