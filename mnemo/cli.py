@@ -457,8 +457,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
                                       "for budgeted recall ('' to skip it)."),
           folds: int = typer.Option(None, "--folds", help="locomo / realtalk: split conversations into N folds; "
                                     "choose the recipe on the other folds, score each held-out fold (no budgets)."),
-          feature_rerank: bool = typer.Option(False, "--feature-rerank", help="with --folds: also fit a "
-                                              "scikit-learn feature reranker per fold on the other folds (experiment)."),
+          feature_rerank: bool = typer.Option(False, "--feature-rerank", help="with --folds: also fit a scikit-learn "
+                                              "feature reranker per fold on the other folds (experiment)."),
           budget: int = typer.Option(None, help="beam / mquake / prefeval / meme: recall budget in tokens "
                                      "(default 512, 64, 512, 512)."),
           write: str = typer.Option("structured", help="mquake: how edits are written: structured | text."),

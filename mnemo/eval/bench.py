@@ -164,7 +164,8 @@ def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg:
     Each hit list is cut to `cfg.candidates` (lists are best first, as the store returns them)
     and fused by `recall.fuse`; the candidates are the dense hits when the dense weight is above
     0, plus the lexical hits when the lexical weight is. Ties in fused relevance keep the order
-    dense-then-lexical hits arrive in, so runs are deterministic.
+    dense-then-lexical hits arrive in (deterministic for one store; the store breaks its own score
+    ties by memory id, which differs between runs).
     """
     w = cfg.lexical_weight
     dense = dense[:cfg.candidates] if w < 1 else []
@@ -354,8 +355,8 @@ def run_benchmark(name: str, recipes: Sequence[str] | None = None, **kwargs: Any
 SUMMARY_COLUMNS = {
     "scenarios": ["probes", "pass_rate", "context_recall", "stale", "forgetting_precision", "forgetting_recall",
                   "collateral", "abstention_correct", "tokens", "RR", "errors"],
-    "dialog": ["n", "R@5", "R@10", "R@10_sd", "nDCG@10", "nDCG@10_sd", "S_R@5", "S_R@10", "S_nDCG@10", "cover@256", "cover@512",
-               "cover@1024", "cover@2048", "tokens@512", "tokens@2048"],
+    "dialog": ["n", "R@5", "R@10", "R@10_sd", "nDCG@10", "nDCG@10_sd", "S_R@5", "S_R@10", "S_nDCG@10",
+               "cover@256", "cover@512", "cover@1024", "cover@2048", "tokens@512", "tokens@2048"],
     "beam": ["n", "current", "stale", "superseded_shown", "both_surfaced", "abstained", "evidence_recall", "tokens"],
     "mquake": ["n", "current_top1", "current_packed", "stale", "chain_recall", "stale_shown", "cascade_ok", "tokens"],
     "prefeval": ["n", "R@5", "R@10", "RR", "pref_packed", "abstained", "tokens"],
@@ -405,7 +406,8 @@ def run_eval(benchmark: str, *, recipes: Sequence[str] | None = None, llm: str =
 
     Scenarios run through `run_scenarios` (the recipes plus, with `baselines`, the four baselines);
     the real benchmarks through `run_benchmark` with `options` (budgets, budget, write, form,
-    inter_turns), or, for locomo / realtalk with `folds`, through `folds.run_folds` (out-of-fold selection). Results go to `out` (default experiments/runs/eval/<benchmark>).
+    inter_turns), or, for locomo / realtalk with `folds`, through `folds.run_folds` (out-of-fold
+    selection). Results go to `out` (default experiments/runs/eval/<benchmark>).
     """
     from mnemo.eval.baselines import BASELINES
     from mnemo.eval.harness import run_scenarios, write_results

@@ -7,8 +7,8 @@
 The conversations (sorted by id) are dealt into `folds` folds round-robin, so no conversation is in
 two folds and the split depends on nothing but the ids. For each fold, every candidate of the grid
 (`CANDIDATES`: the named recipes dense / bm25 / hybrid, RRF, weighted and weighted_rank fusion at a
-few lexical weights) is scored on the *other* folds' questions by mean turn recall@10 over the main categories
-(LoCoMo 1-4, REALTALK 1-3); the best one (ties: higher nDCG@10, then grid order) scores the held-out
+few lexical weights) is scored on the *other* folds' questions by mean turn recall@10 over the main
+categories (LoCoMo 1-4, REALTALK 1-3); the best one (ties: higher nDCG@10, then grid order) scores the held-out
 fold. `selected` is that procedure: its rows are each question scored by the candidate its fold
 chose, so its mean is an out-of-fold figure. The fixed recipes asked for are scored on every fold too.
 
@@ -121,7 +121,8 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     fold_of = {c: k for k, f in enumerate(split) for c in f}
     main = {1, 2, 3, 4} if name == "locomo" else {1, 2, 3}
     fixed = {r: recipe(r).recall for r in recipes}
-    systems = {**{f"cand:{c}": cfg for c, cfg in CANDIDATES.items()}, **{f"recipe:{r}": cfg for r, cfg in fixed.items()}}
+    systems = {**{f"cand:{c}": cfg for c, cfg in CANDIDATES.items()},
+               **{f"recipe:{r}": cfg for r, cfg in fixed.items()}}
     depth = max(cfg.candidates for cfg in systems.values())
     # One store for every system: they differ only in fusion, so the data is written once per conversation.
     bench = Bench(["default"], embedder, llm)
