@@ -455,6 +455,10 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
           split: str = typer.Option("test", help="writes: the examples' split: dev | test | all."),
           budgets: str = typer.Option("256,512,1024,2048", help="locomo / realtalk: comma-separated budgets "
                                       "for budgeted recall ('' to skip it)."),
+          folds: int = typer.Option(None, "--folds", help="locomo / realtalk: split conversations into N folds; "
+                                    "choose the recipe on the other folds, score each held-out fold (no budgets)."),
+          feature_rerank: bool = typer.Option(False, "--feature-rerank", help="with --folds: also fit a scikit-learn "
+                                              "feature reranker per fold on the other folds (experiment)."),
           budget: int = typer.Option(None, help="beam / mquake / prefeval / meme: recall budget in tokens "
                                      "(default 512, 64, 512, 512)."),
           write: str = typer.Option("structured", help="mquake: how edits are written: structured | text."),
@@ -471,7 +475,9 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
     from .eval.bench import narrow, run_eval, summary
 
     options: dict[str, Any] = {}
-    if benchmark in ("locomo", "realtalk"):
+    if folds:
+        options.update(folds=folds, rerank=feature_rerank)
+    elif benchmark in ("locomo", "realtalk"):
         options["budgets"] = tuple(int(b) for b in budgets.split(",") if b.strip())
     elif budget is not None:
         options["budget"] = budget
@@ -492,6 +498,9 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
             progress=lambda done, total, label: bar.update(task, completed=done, total=total,
                                                            description=f"{benchmark}: {label}"),
             **options)
+    if folds:
+        # Out-of-fold means only: per-fold and per-category figures are in results.json.
+        aggregates = {g: a for g, a in aggregates.items() if g.endswith(" | main")}
     header, rows = summary(benchmark, aggregates)
     if benchmark == "scenarios":
         header, rows = narrow(header, rows)

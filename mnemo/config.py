@@ -51,8 +51,8 @@ class DecayConfig:
 class RecallConfig:
     budget_tokens: int = 512  # hard ceiling on the packed context
     candidates: int = 50  # candidates taken from each retriever before fusion
-    fusion: str = "rrf"  # rrf | weighted
-    lexical_weight: float = 0.5  # 0 = vectors only, 1 = BM25 only
+    fusion: str = "weighted_rank"  # rrf | weighted | weighted_rank (recall.fuse); chosen out of fold (README)
+    lexical_weight: float = 0.6  # 0 = vectors only, 1 = BM25 only; chosen out of fold with fusion
     rrf_k: int = 60  # reciprocal rank fusion constant
     weight_relevance: float = 0.7  # share of the final score from fused relevance
     weight_recency: float = 0.1  # share from recency
@@ -66,7 +66,6 @@ class RecallConfig:
     certain_at: float = 0.6  # top evidence at or above this is "certain"
     vague_at: float = 0.35  # top evidence at or above this (and under certain_at) is "vague"
     expand_hops: int = 2  # hops along supersedes / because links for history
-    rerank: str = "none"  # none | model
 
 
 @dataclass(frozen=True)
@@ -136,9 +135,10 @@ def _coerce(current: Any, value: Any, name: str) -> Any:
 
 RECIPES: dict[str, Config] = {
     "default": Config(),
-    "hybrid": Config(recipe="hybrid"),
-    "dense": Config(recall=RecallConfig(lexical_weight=0.0), recipe="dense"),
-    "bm25": Config(recall=RecallConfig(lexical_weight=1.0), recipe="bm25"),
+    # The default until #18 chose one out of fold: reciprocal rank fusion, vectors and BM25 alike.
+    "hybrid": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.5), recipe="hybrid"),
+    "dense": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.0), recipe="dense"),
+    "bm25": Config(recall=RecallConfig(fusion="rrf", lexical_weight=1.0), recipe="bm25"),
 }
 
 # Recipes written by the calibration notebook live here as JSON (flat params plus a "base").

@@ -51,6 +51,7 @@ _STOPWORDS = frozenset(
     "recall please again ever still just also user".split()
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
+FUSIONS = ("rrf", "weighted", "weighted_rank")
 
 
 def fuse(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: RecallConfig) -> dict[str, dict]:
@@ -61,9 +62,13 @@ def fuse(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: 
     w / (k + rank), with w = cfg.lexical_weight, divided by the best possible
     1 / (k + 1). "weighted": each list is min-max normalised (a list whose scores are
     all equal normalises to 1) and mixed with the same weights. Absent is 0.
+    "weighted_rank": the weighted mix decides the order, and the relevance is that order's
+    rank on RRF's scale, (k + 1) / (k + rank): the same ranking as "weighted", but the gaps
+    between neighbours stay as small as RRF's, so recency, salience and claims weigh as much
+    against relevance in `score` as they do under RRF (min-max gaps drown them in a small store).
     """
-    if cfg.fusion not in ("rrf", "weighted"):
-        raise ConfigError(f"unknown fusion '{cfg.fusion}'; use 'rrf' or 'weighted'")
+    if cfg.fusion not in FUSIONS:
+        raise ConfigError(f"unknown fusion '{cfg.fusion}'; use one of {', '.join(FUSIONS)}")
     w = min(1.0, max(0.0, cfg.lexical_weight))
     out: dict[str, dict] = {}
     for name, hits, weight in (("dense", dense, 1.0 - w), ("bm25", lexical, w)):
@@ -84,6 +89,12 @@ def fuse(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: 
                 entry["fused"] += weight * (cfg.rrf_k + 1) / (cfg.rrf_k + rank)
             else:
                 entry["fused"] += weight * ((value - low) / (high - low) if high > low else 1.0)
+    if cfg.fusion == "weighted_rank":
+        # Only hits of a retriever with weight are ranked; the others keep relevance 0, as under RRF.
+        weighted = {m for hits, weight in ((dense, 1.0 - w), (lexical, w)) if weight > 0 for m, _ in hits}
+        ordered = sorted(-out[m]["fused"] for m in weighted)
+        for mid in weighted:
+            out[mid]["fused"] = (cfg.rrf_k + 1) / (cfg.rrf_k + bisect_left(ordered, -out[mid]["fused"]) + 1)
     for entry in out.values():
         entry["fused"] = min(1.0, max(0.0, entry["fused"]))
     return out
@@ -517,7 +528,7 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         store.touch(used_ids, now)
     provenance = {
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
-        "fusion": cfg.fusion, "rerank": "none", "evidence": "claims, then dense cosine + query coverage",
+        "fusion": cfg.fusion, "evidence": "claims, then dense cosine + query coverage",
         "question": describe(q), "confidence_why": why,
         "tokenizer": tokenizer or getattr(count_many, "name", None) or getattr(count_many, "__name__", "?"),
     }

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnemo.config import DecayConfig, RecallConfig
+from mnemo.config import Config, DecayConfig, RecallConfig
 from mnemo.errors import ConfigError, InvalidInput
 from mnemo.model import KINDS, Link, MemoryRecord, Packed, Scored
 from mnemo.recall import (
@@ -57,7 +57,7 @@ hits = st.lists(st.tuples(st.sampled_from([f"m{i}" for i in range(12)]),
                 max_size=12, unique_by=lambda t: t[0])
 
 
-@given(hits, hits, st.sampled_from(["rrf", "weighted"]), st.floats(min_value=0, max_value=1), st.randoms())
+@given(hits, hits, st.sampled_from(["rrf", "weighted", "weighted_rank"]), st.floats(min_value=0, max_value=1), st.randoms())
 def test_fuse_is_order_invariant_and_bounded(dense, lexical, fusion, w, rnd):
     cfg = RecallConfig(fusion=fusion, lexical_weight=w)
     shuffled_d, shuffled_l = dense[:], lexical[:]
@@ -69,6 +69,7 @@ def test_fuse_is_order_invariant_and_bounded(dense, lexical, fusion, w, rnd):
     assert all(0.0 <= e["fused"] <= 1.0 for e in a.values())
 
 
+# weighted_rank is left out: its relevance is a rank, so a hit of one retriever is not capped by its weight.
 @pytest.mark.parametrize("fusion", ["rrf", "weighted"])
 def test_fuse_best_in_both_is_one_and_weights_split(fusion):
     cfg = RecallConfig(fusion=fusion, lexical_weight=0.3)
@@ -79,9 +80,23 @@ def test_fuse_best_in_both_is_one_and_weights_split(fusion):
     assert out["b"]["fused"] < 0.7 + 1e-9
 
 
-def test_fuse_weight_zero_ignores_lexical_only_hits():
-    out = fuse([("a", 0.9)], [("b", 3.0)], RecallConfig(lexical_weight=0.0))
+@pytest.mark.parametrize("fusion", ["rrf", "weighted", "weighted_rank"])
+def test_fuse_weight_zero_ignores_lexical_only_hits(fusion):
+    out = fuse([("a", 0.9)], [("b", 3.0)], RecallConfig(fusion=fusion, lexical_weight=0.0))
     assert out["a"]["fused"] == pytest.approx(1.0) and out["b"]["fused"] == 0.0
+
+
+@given(hits, hits, st.floats(min_value=0, max_value=1))
+def test_weighted_rank_orders_as_weighted_on_rrfs_scale(dense, lexical, w):
+    weighted = fuse(dense, lexical, RecallConfig(fusion="weighted", lexical_weight=w))
+    ranked = fuse(dense, lexical, RecallConfig(fusion="weighted_rank", lexical_weight=w, rrf_k=60))
+    ids = [m for m in weighted if (m in dict(dense) and w < 1) or (m in dict(lexical) and w > 0)]
+    for a in ids:
+        for b in ids:
+            # The same order (ties included) as weighted fusion ...
+            assert (weighted[a]["fused"] > weighted[b]["fused"]) == (ranked[a]["fused"] > ranked[b]["fused"])
+        # ... with relevance 61 / (60 + rank): neighbours a little apart, never min-max's full spread.
+        assert ranked[a]["fused"] >= 61 / (60 + len(ids)) - 1e-12
 
 
 def test_fuse_ties_share_a_rank():
@@ -92,6 +107,12 @@ def test_fuse_ties_share_a_rank():
 def test_fuse_unknown_method_raises():
     with pytest.raises(ConfigError, match="unknown fusion"):
         fuse([], [], RecallConfig(fusion="borda"))
+
+
+def test_rerank_is_not_a_setting():
+    # It was accepted and did nothing; an inert knob is refused rather than silently ignored.
+    with pytest.raises(ConfigError, match="unknown parameter 'rerank'"):
+        Config.from_params(rerank="model")
 
 
 # ---------------------------------------------------------------- score, veto
@@ -452,9 +473,11 @@ def test_recall_answers_with_citations_history_and_one_touch():
     (touched,) = store.touched
     assert touched[1] == NOW and "lisbon" in touched[0] and "french" not in touched[0]
     assert set(touched[0]) < set(r.ids)
-    assert {k: r.provenance[k] for k in ("retrievers", "fusion", "rerank", "evidence", "tokenizer")} == {
-        "retrievers": ["dense", "bm25"], "fusion": "rrf", "rerank": "none",
+    assert {k: r.provenance[k] for k in ("retrievers", "fusion", "evidence", "tokenizer")} == {
+        "retrievers": ["dense", "bm25"], "fusion": "weighted_rank",
         "evidence": "claims, then dense cosine + query coverage", "tokenizer": "words+1"}
+    # There is no rerank stage, so provenance names none.
+    assert "rerank" not in r.provenance
     assert r.provenance["question"]["subject"] == "user" and r.provenance["confidence_why"]
     traced = [t.memory_id for t in r.trace]
     assert len(traced) == len(set(traced))

@@ -133,24 +133,47 @@ def ranking(mem: Memory, query: str, *, user: str, qvec: Any = None, cfg: Recall
             ) -> list[tuple[str, float]]:
     """Return recall's fused candidate ranking for `query` (memory id, fused relevance), best first, before packing.
 
-    The same steps as `mnemo.recall.recall` up to fusion: the query vector (`recall.query_vector`,
-    which also embeds the query with the user's own names resolved), `store.search_dense` (and
-    `store.search_lexical` when the lexical weight is above 0), `recall.fuse`, and the candidates
-    recall considers (dense hits only when the dense weight is above 0, plus lexical hits). Ties in
-    fused relevance keep the order dense-then-lexical hits arrive in, so runs are deterministic.
+    The same steps as `mnemo.recall.recall` up to fusion: `hits` (the query vector, dense and
+    lexical search), then `order` (`recall.fuse` and the candidates recall considers).
     `qvec`, a precomputed embedding of `query`, is used only when name resolution leaves the query as is.
     """
     cfg = cfg or mem.config.recall
-    w = cfg.lexical_weight
+    dense, lexical = hits(mem, query, user=user, qvec=qvec, k=cfg.candidates, lexical=cfg.lexical_weight > 0)
+    return order(dense, lexical, cfg)
+
+
+def hits(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 50, lexical: bool = True
+         ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """Return the top `k` dense and lexical hits of `query` for `user`, as recall retrieves them.
+
+    The query vector is `recall.query_vector` (the query embedded with the user's own names
+    resolved); `qvec` is used only when name resolution leaves the query as is. With `lexical`
+    False the lexical list is empty (recall skips BM25 when its weight is 0).
+    """
     names = [user, *mem.store.self_names(user)]
     if qvec is None or recall_stage.resolve_self(query, names) != query:
         qvec = recall_stage.query_vector(mem.embedder, query, names)
-    dense = mem.store.search_dense(qvec, cfg.candidates, user=user)
-    lexical = mem.store.search_lexical(query, cfg.candidates, user=user) if w > 0 else []
+    dense = mem.store.search_dense(qvec, k, user=user)
+    return dense, (mem.store.search_lexical(query, k, user=user) if lexical else [])
+
+
+def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: RecallConfig
+          ) -> list[tuple[str, float]]:
+    """Return the candidates recall considers under `cfg`, by fused relevance, best first.
+
+    Each hit list is cut to `cfg.candidates` (lists are best first, as the store returns them)
+    and fused by `recall.fuse`; the candidates are the dense hits when the dense weight is above
+    0, plus the lexical hits when the lexical weight is. Ties in fused relevance keep the order
+    dense-then-lexical hits arrive in (deterministic for one store; the store breaks its own score
+    ties by memory id, which differs between runs).
+    """
+    w = cfg.lexical_weight
+    dense = dense[:cfg.candidates] if w < 1 else []
+    lexical = lexical[:cfg.candidates] if w > 0 else []
     fused = recall_stage.fuse(dense, lexical, cfg)
-    wanted = list(dict.fromkeys(([m for m, _ in dense] if w < 1 else []) + [m for m, _ in lexical]))
-    order = sorted(range(len(wanted)), key=lambda i: (-fused[wanted[i]]["fused"], i))
-    return [(wanted[i], fused[wanted[i]]["fused"]) for i in order]
+    wanted = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical]))
+    ranked = sorted(range(len(wanted)), key=lambda i: (-fused[wanted[i]]["fused"], i))
+    return [(wanted[i], fused[wanted[i]]["fused"]) for i in ranked]
 
 
 def _run_of(dias: Sequence[str | None]) -> dict[str, float]:
@@ -302,6 +325,8 @@ def run_realtalk(recipes: Sequence[str] = ("dense", "bm25", "hybrid"), **kw: Any
 BENCHMARKS = ("locomo", "realtalk", "beam", "mquake", "prefeval", "meme", "writes")
 # Retrieval benchmarks compare the retrievers; the others run the default write + recall path.
 DEFAULT_RECIPES = {"locomo": ("dense", "bm25", "hybrid"), "realtalk": ("dense", "bm25", "hybrid")}
+# With --folds: the fixed recipes reported beside the fold-selected one (hybrid is the old default).
+FOLD_RECIPES = ("dense", "bm25", "hybrid", "default")
 
 
 def run_benchmark(name: str, recipes: Sequence[str] | None = None, **kwargs: Any) -> BenchResult:
@@ -330,8 +355,8 @@ def run_benchmark(name: str, recipes: Sequence[str] | None = None, **kwargs: Any
 SUMMARY_COLUMNS = {
     "scenarios": ["probes", "pass_rate", "context_recall", "stale", "forgetting_precision", "forgetting_recall",
                   "collateral", "abstention_correct", "tokens", "RR", "errors"],
-    "dialog": ["n", "R@5", "R@10", "nDCG@10", "S_R@5", "S_R@10", "S_nDCG@10", "cover@256", "cover@512",
-               "cover@1024", "cover@2048", "tokens@512", "tokens@2048"],
+    "dialog": ["n", "R@5", "R@10", "R@10_sd", "nDCG@10", "nDCG@10_sd", "S_R@5", "S_R@10", "S_nDCG@10",
+               "cover@256", "cover@512", "cover@1024", "cover@2048", "tokens@512", "tokens@2048"],
     "beam": ["n", "current", "stale", "superseded_shown", "both_surfaced", "abstained", "evidence_recall", "tokens"],
     "mquake": ["n", "current_top1", "current_packed", "stale", "chain_recall", "stale_shown", "cascade_ok", "tokens"],
     "prefeval": ["n", "R@5", "R@10", "RR", "pref_packed", "abstained", "tokens"],
@@ -381,7 +406,8 @@ def run_eval(benchmark: str, *, recipes: Sequence[str] | None = None, llm: str =
 
     Scenarios run through `run_scenarios` (the recipes plus, with `baselines`, the four baselines);
     the real benchmarks through `run_benchmark` with `options` (budgets, budget, write, form,
-    inter_turns). Results go to `out` (default experiments/runs/eval/<benchmark>).
+    inter_turns), or, for locomo / realtalk with `folds`, through `folds.run_folds` (out-of-fold
+    selection). Results go to `out` (default experiments/runs/eval/<benchmark>).
     """
     from mnemo.eval.baselines import BASELINES
     from mnemo.eval.harness import run_scenarios, write_results
@@ -399,8 +425,19 @@ def run_eval(benchmark: str, *, recipes: Sequence[str] | None = None, llm: str =
                               configs={n: recipe(n) for n in names}, provenance=provenance, checksums=checksums,
                               params={"llm": llm, "embedder": embedder or "auto", "limit": limit}, started=started)
         return aggregates, *paths
-    res = run_benchmark(benchmark, recipes, limit=limit, embedder=embedder or "minilm", llm=llm,
-                              progress=progress, **options)
+    if options.get("folds"):
+        if benchmark not in ("locomo", "realtalk"):
+            raise ConfigError(f"--folds applies to locomo and realtalk, not {benchmark}")
+        from mnemo.eval.folds import run_folds
+
+        res = run_folds(benchmark, tuple(recipes or FOLD_RECIPES), folds=options["folds"], limit=limit,
+                        embedder=embedder or "minilm", llm=llm, rerank=bool(options.get("rerank")),
+                        progress=progress)
+    else:
+        options.pop("folds", None)
+        options.pop("rerank", None)
+        res = run_benchmark(benchmark, recipes, limit=limit, embedder=embedder or "minilm", llm=llm,
+                            progress=progress, **options)
     paths = write_results(folder, benchmark=res.name, rows=res.rows, aggregates=res.aggregates, configs=res.configs,
                           provenance=res.provenance, checksums=res.checksums,
                           params={"llm": llm, **res.params}, started=started)
