@@ -176,7 +176,7 @@ def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg:
     return [(wanted[i], fused[wanted[i]]["fused"]) for i in ranked]
 
 
-def _run_of(dias: Sequence[str | None]) -> dict[str, float]:
+def run_of(dias: Sequence[str | None]) -> dict[str, float]:
     """Return an ir-measures run from ranked dataset ids: first occurrence counts, scores strictly decreasing."""
     run: dict[str, float] = {}
     for d in dias:
@@ -267,9 +267,9 @@ def run_dialog(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid"), 
                        "category": q.category, "category_name": q.category_name, "n_gold": len(q.evidence),
                        "error": None}
                 ranked = [dia_of.get(m) for m, _ in ranking(mem, q.question, user=conv.id, qvec=qv)]
-                runs[key], qrels[key] = _run_of(ranked), dict.fromkeys(q.evidence, 1)
+                runs[key], qrels[key] = run_of(ranked), dict.fromkeys(q.evidence, 1)
                 sessions = [metrics.locomo_session(d) for d in ranked if d]
-                sruns[key] = _run_of(sessions)
+                sruns[key] = run_of(sessions)
                 sqrels[key] = dict.fromkeys((metrics.locomo_session(e) for e in q.evidence), 1)
                 corpora[key] = corpus
                 for b in budgets:

@@ -16,7 +16,7 @@ from typing import Any
 
 from mnemo.errors import ConfigError
 from mnemo.eval import datasets, metrics
-from mnemo.eval.bench import EPOCH, Bench, BenchResult, Progress, _group, _run_of, ranking, session_times
+from mnemo.eval.bench import EPOCH, Bench, BenchResult, Progress, _group, ranking, run_of, session_times
 
 NAN = math.nan
 
@@ -240,7 +240,7 @@ def run_prefeval(recipes: Sequence[str] = ("default",), *, limit: int | None = N
                 def score(q: datasets.Question = q, mem: Any = mem, key: str = key) -> dict[str, Any]:
                     ids = [m for m, _ in ranking(mem, q.question, user=q.conversation_id)]
                     found = mem.store.get_many(ids)
-                    runs[key] = _run_of([bench.dia(found[m]) for m in ids if m in found])
+                    runs[key] = run_of([bench.dia(found[m]) for m in ids if m in found])
                     r = mem.recall(q.question, user=q.conversation_id, budget_tokens=budget)
                     packed = {bench.dia(p.memory) for p in r.memories}
                     return {"pref_packed": float(bool(packed & set(q.evidence))), "tokens": float(r.tokens_used),

@@ -31,7 +31,7 @@ import numpy as np
 from mnemo.config import Config, RecallConfig, recipe
 from mnemo.errors import ConfigError
 from mnemo.eval import datasets, feature_rerank, metrics
-from mnemo.eval.bench import Bench, BenchResult, Progress, _run_of, hits, order, session_times
+from mnemo.eval.bench import Bench, BenchResult, Progress, hits, order, run_of, session_times
 
 KEYS = ("R@5", "R@10", "nDCG@10", "RR")
 SELECT_BY = ("R@10", "nDCG@10")  # what selection maximises on the training folds, in order of precedence
@@ -151,7 +151,7 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
             dense, lexical = hits(mem, q.question, user=conv.id, qvec=qv, k=depth)
             for sname, cfg in systems.items():
                 key = f"{q.id}@{sname}"
-                runs[key] = _run_of([dia_of.get(m) for m, _ in order(dense, lexical, cfg)])
+                runs[key] = run_of([dia_of.get(m) for m, _ in order(dense, lexical, cfg)])
                 qrels[key] = dict.fromkeys(q.evidence, 1)
                 meta[key] = {"question_id": q.id, "conversation": conv.id, "fold": fold_of[conv.id],
                              "category": q.category, "category_name": q.category_name, "n_gold": len(q.evidence)}
@@ -217,7 +217,7 @@ def _rerank_folds(pool: Mapping[str, tuple[list[str | None], Any, Any]], meta: d
             if info[q][1]["conversation"] in held:
                 ranked = feature_rerank.rerank(model, list(range(len(dias))), x)
                 key = f"{q}@feature rerank"
-                runs[key] = _run_of([dias[i] for i in ranked])
+                runs[key] = run_of([dias[i] for i in ranked])
                 qrels[key], meta[key] = qrels[info[q][0]], dict(info[q][1])
         coef = model[-1].coef_[0]
         out.append({"fold": k, "train_questions": len(train),
