@@ -435,11 +435,11 @@ def test_history_keeps_insertion_order_within_a_timestamp(store):
 
 
 def test_postgres_store_offers_every_public_method_of_the_duckdb_store():
-    # The store contract is Store's public surface: a method added there needs its PostgreSQL twin in store_pg.
+    # The store contract is Store's public surface: a method added there needs its PostgreSQL twin in mnemo/store/postgres.py.
     from mnemo.store import PgStore
 
     public = {n for n in dir(Store) if not n.startswith("_")}
-    assert sorted(public - set(dir(PgStore))) == [], "add these to mnemo/store_pg.py"
+    assert sorted(public - set(dir(PgStore))) == [], "add these to mnemo/store/postgres.py"
 
 
 def test_vectors_stream_into_the_index_batch_by_batch_at_open(tmp_path, monkeypatch):
