@@ -198,8 +198,12 @@ def qualifiers(item: Any) -> frozenset[str]:
     """
     slot = slot_words(item.attribute) | slot_words(str(item.meta.get("slot_phrase") or ""))
     drop = {key(item.subject), key(item.value)}
+    subject = key(item.subject) or ""
+    own = set() if subject in ("user", "team") else {w.removesuffix("'s") for w in subject.split()} - STOPWORDS
+    # A phrase sharing a word with the subject's name is about the subject itself ("Bold's country").
     return frozenset(k for k in item.meta.get("about") or () if k and k not in drop and not (
-        set(k.split()) <= slot) and not holds(k, item.value) and not holds(item.value, k))
+        set(k.split()) <= slot) and not holds(k, item.value) and not holds(item.value, k) and not (
+        own & {w.removesuffix("'s") for w in k.split()}))
 
 
 def qualified_apart(a: Any, b: Any) -> bool:
@@ -210,7 +214,8 @@ def qualified_apart(a: Any, b: Any) -> bool:
     that names nothing else ("we use Postgres") may still be the same fact as a qualified one.
     """
     def alone(x: Any, y: Any) -> bool:
-        # Something x names that y does not say anywhere (a mis-cut value or subject of y still says it).
-        return any(not holds(q, None, y.text) for q in qualifiers(x))
+        # Something x names that y neither names nor says (a mis-cut value or subject of y still says it).
+        named = set(y.meta.get("about") or ())
+        return any(q not in named and not holds(q, None, y.text) for q in qualifiers(x))
 
     return alone(a, b) and alone(b, a)
