@@ -509,3 +509,15 @@ def test_renaming_an_identifier_renames_the_claim_subject(a, b, n, attribute):
     second = extract_offline(f"The {attribute} for {b} is {n} days.", now=NOW)[0]
     assert first.subject == a.upper() and second.subject == b.upper()
     assert first.attribute == second.attribute and first.value == second.value
+
+
+@pytest.mark.parametrize("question, names", [
+    ("Can you list the steps in order? Mention only five items.", []),  # an imperative opens the sentence
+    ("Summarise the trip. Include the costs.", []),
+    ("Where does Lena work?", ["lena"]),
+    ("Lena works where?", ["lena"]),
+    ("Mention the Lisbon trip.", ["lisbon"]),
+])
+def test_question_names_are_names_not_capitals(question, names):
+    from mnemo.extract.questions import ask
+    assert list(ask(question).names) == names

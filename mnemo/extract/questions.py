@@ -190,6 +190,11 @@ def _names(doc: Any) -> list[str]:
     """Return the proper names the question says, each as its run of proper nouns ("narendra modi")."""
     out, run = [], []
     for t in [*doc, None]:
+        if t is not None and t.is_sent_start and t.pos_ == "PROPN" and not t.ent_type_ and t.nbor().pos_ != "PROPN" \
+                if t is not None and t.i + 1 < len(doc) else False:
+            # A capital at the start of a sentence is no sign of a name ("Mention only five items."): only
+            # the entity tagger, or a name running on, says it is one.
+            continue
         if t is not None and (t.pos_ == "PROPN" or run and t.like_num and t.i == run[-1].i + 1):
             run.append(t)
             continue
