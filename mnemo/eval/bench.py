@@ -218,6 +218,22 @@ def session_times(conv: datasets.Conversation) -> list[datetime]:
     return times
 
 
+def add_turns(writer: Any, conv: datasets.Conversation, times: Sequence[datetime], vecs: Any) -> dict[str, str]:
+    """Store every turn of `conv` verbatim as an episodic memory at its session's time; return {memory id: dia_id}.
+
+    `vecs` holds the turns' vectors in conversation order (one embedding pass for every writer).
+    """
+    dia_of: dict[str, str] = {}
+    pos = 0
+    for s, when in zip(conv.sessions, times, strict=True):
+        n = len(s.turns)
+        ids = writer.add_many([t.document for t in s.turns], user=conv.id, kind="episodic", category="event",
+                              metas=[{"dia_id": t.dia_id} for t in s.turns], at=when, vectors=vecs[pos:pos + n])
+        dia_of.update(zip(ids, (t.dia_id for t in s.turns), strict=True))
+        pos += n
+    return dia_of
+
+
 # LoCoMo and REALTALK: turn- and session-level retrieval, budgeted recall ----------------------
 
 DIALOG_KEYS = ("R@5", "R@10", "nDCG@10", "RR", "S_R@5", "S_R@10", "S_nDCG@10", "recall_any@10", "recall_all@10")
@@ -252,13 +268,7 @@ def run_dialog(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid"), 
         mems = bench.open(max(times) + timedelta(days=1))
         dia_of: dict[str, str] = {}
         for w in bench.writers(mems):
-            pos = 0
-            for s, when in zip(conv.sessions, times, strict=True):
-                n = len(s.turns)
-                ids = w.add_many([t.document for t in s.turns], user=conv.id, kind="episodic", category="event",
-                                 metas=[{"dia_id": t.dia_id} for t in s.turns], at=when, vectors=vecs[pos:pos + n])
-                dia_of.update(zip(ids, (t.dia_id for t in s.turns), strict=True))
-                pos += n
+            dia_of.update(add_turns(w, conv, times, vecs))
         qvecs = bench.emb.embed([q.question for q in qs]) if qs else []
         for rname, mem in mems.items():
             for q, qv in zip(qs, qvecs, strict=True):

@@ -31,7 +31,7 @@ import numpy as np
 from mnemo.config import Config, RecallConfig, recipe
 from mnemo.errors import ConfigError
 from mnemo.eval import datasets, feature_rerank, metrics
-from mnemo.eval.bench import Bench, BenchResult, Progress, hits, order, run_of, session_times
+from mnemo.eval.bench import Bench, BenchResult, Progress, add_turns, hits, order, run_of, session_times
 
 KEYS = ("R@5", "R@10", "nDCG@10", "RR")
 SELECT_BY = ("R@10", "nDCG@10")  # what selection maximises on the training folds, in order of precedence
@@ -134,15 +134,7 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
         qs = [q for q in ds.questions if q.conversation_id == conv.id]
         times = session_times(conv)
         mem = bench.open(max(times) + timedelta(days=1))["default"]
-        dia_of: dict[str, str] = {}
-        vecs = bench.emb.embed([t.document for t in conv.turns])
-        pos = 0
-        for s, when in zip(conv.sessions, times, strict=True):
-            n = len(s.turns)
-            ids = mem.add_many([t.document for t in s.turns], user=conv.id, kind="episodic", category="event",
-                               metas=[{"dia_id": t.dia_id} for t in s.turns], at=when, vectors=vecs[pos:pos + n])
-            dia_of.update(zip(ids, (t.dia_id for t in s.turns), strict=True))
-            pos += n
+        dia_of = add_turns(mem, conv, times, bench.emb.embed([t.document for t in conv.turns]))
         turn_of = {t.dia_id: t for t in conv.turns}
         speaker_of = {m: (turn_of[d].speaker, " ".join(x for x in conv.speakers if x != turn_of[d].speaker),
                           len(turn_of[d].text)) for m, d in dia_of.items()}
