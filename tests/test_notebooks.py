@@ -35,6 +35,13 @@ def test_every_notebook_is_here():
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_every_cell_has_an_id(name):
+    # nbformat 4.5 requires cell ids; a cell without one makes every headless run print a MissingIDFieldWarning.
+    raw = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())
+    assert [i for i, c in enumerate(raw["cells"]) if "id" not in c] == []
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_one_parameters_cell_of_plain_literals_with_help(name):
     code = [c for c in cells(name) if c.cell_type == "code"]
     tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
