@@ -274,8 +274,9 @@ def _values(c: Clause, clause: set[int]) -> None:
             c.value = _value_run(replace_with, clause, {"because", "and", "but", "after", "since"})
             c.change, c.prep = bool(c.value), "to"
     # A capitalised word after "to" mid-sentence is a name the tagger took for an infinitive ("to RabbitMQ").
-    if not c.change and to is not None and (to.head.tag_ != "VB" or to.head.text[:1].isupper()) and (change_verb or c.particle in ("up", "down")
-                                                    or any(t.lower_ in ("up", "down") and t.i < to.i for t in own)):
+    to_value = to is not None and (to.head.tag_ != "VB" or to.head.text[:1].isupper())
+    if not c.change and to_value and (change_verb or c.particle in ("up", "down")
+                                      or any(t.lower_ in ("up", "down") and t.i < to.i for t in own)):
         c.value = _value_run(to, clause, {"because", "from", "and", "but", "so", "after", "since"})
         c.change = bool(c.value)
         if frm is not None and frm.i < to.i:

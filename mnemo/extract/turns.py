@@ -130,9 +130,10 @@ def _heading(whole: Any, rest: Any) -> bool:
     """Return True when a sentence is a heading and a clause ("Correction: my flight leaves at 8:15").
 
     The heading is at most three words, none a name or pronoun ("Maria: I moved" is Maria speaking)
-    or a finite verb ("the doctor said: ..." reports speech), and what follows the colon is a clause of its own with a subject. Then the clause
-    is read alone; a list after a label ("Allergies: peanuts") stays whole. A heading that is a
-    keep verb ("Note to self:", "Remember:") pins the clause as "remember that ..." does.
+    or a finite verb ("the doctor said: ..." reports speech), and what follows the colon is a clause
+    of its own with a subject. Then the clause is read alone; a list after a label ("Allergies:
+    peanuts") stays whole. A heading that is a keep verb ("Note to self:", "Remember:") pins the
+    clause's claims as "remember that ..." does.
     """
     colon = next((t for t in whole if t.text == ":"), None)
     label = whole[:colon.i] if colon is not None else []
@@ -369,24 +370,24 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
     if seed is not None:
         # "His sister ..." may point at someone named in the previous turn of the session.
         _seed_mentions(docs.pop(), st)
-    retell = []
+    keep = set()
     for k, doc in zip(rests, docs[len(texts):], strict=True):
         if not _heading(docs[k], doc):
             continue
         if docs[k][0].lemma_.lower() in lexicon.words("retention_verbs"):
             # "Note to self: X" / "Remember: X" ask to keep X, as "remember that X" does.
-            retell.append(k)
+            keep.add(k)
         docs[k] = doc  # the clause is read alone; the chunk stays as said (the claims' source text)
     del docs[len(texts):]
-    for k, doc in zip(retell, parse([f"Remember that {rests[k]}" for k in retell]), strict=True):
-        docs[k] = doc
-    for (speaker, raw), doc in zip(chunks, docs, strict=True):
+    for k, ((speaker, raw), doc) in enumerate(zip(chunks, docs, strict=True)):
         if INJECTION.search(raw):
             st.said.append([_note(raw, raw, suspicious=True)])
             continue
         emphasis, hedge = bool(_EMPHASIS.search(raw)), bool(_HEDGE.search(raw))
         for sent in doc.sents:
-            st.said.append(_sentence(sent, raw, st, speaker, emphasis, hedge))
+            said = _sentence(sent, raw, st, speaker, emphasis, hedge)
+            st.said.append([finalise(c, st.cfg, emphasis=False, hedge=False, pinned=True) for c in said]
+                           if k in keep else said)
     return [c for said in st.said for c in said], left
 
 
