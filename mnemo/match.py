@@ -197,13 +197,16 @@ def qualifiers(item: Any) -> frozenset[str]:
     Read from meta["about"] (the objects and prepositional objects of the clause, `extract.claims`).
     """
     slot = slot_words(item.attribute) | slot_words(str(item.meta.get("slot_phrase") or ""))
-    drop = {key(item.subject), key(item.value)}
     subject = key(item.subject) or ""
+    # A phrase sharing a word with a named subject is about the subject itself ("Bold's country").
     own = set() if subject in ("user", "team") else {w.removesuffix("'s") for w in subject.split()} - STOPWORDS
-    # A phrase sharing a word with the subject's name is about the subject itself ("Bold's country").
-    return frozenset(k for k in item.meta.get("about") or () if k and k not in drop and not (
-        set(k.split()) <= slot) and not holds(k, item.value) and not holds(item.value, k) and not (
-        own & {w.removesuffix("'s") for w in k.split()}))
+
+    def other(k: str) -> bool:
+        words = {w.removesuffix("'s") for w in k.split()}
+        return bool(k) and k not in (subject, key(item.value)) and not words <= slot and not own & words and \
+            not holds(k, item.value) and not holds(item.value, k)
+
+    return frozenset(k for k in item.meta.get("about") or () if other(k))
 
 
 def qualified_apart(a: Any, b: Any) -> bool:

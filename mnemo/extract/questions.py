@@ -190,10 +190,7 @@ def _names(doc: Any) -> list[str]:
     """Return the proper names the question says, each as its run of proper nouns ("narendra modi")."""
     out, run = [], []
     for t in [*doc, None]:
-        if t is not None and t.is_sent_start and t.pos_ == "PROPN" and not t.ent_type_ and t.nbor().pos_ != "PROPN" \
-                if t is not None and t.i + 1 < len(doc) else False:
-            # A capital at the start of a sentence is no sign of a name ("Mention only five items."): only
-            # the entity tagger, or a name running on, says it is one.
+        if t is not None and _capital_only(t):
             continue
         if t is not None and (t.pos_ == "PROPN" or run and t.like_num and t.i == run[-1].i + 1):
             run.append(t)
@@ -202,6 +199,13 @@ def _names(doc: Any) -> list[str]:
             out.append(" ".join(x.lower_ for x in run))
             run = []
     return [n for n in out if n not in _SELF and n != "user"]
+
+
+def _capital_only(t: Any) -> bool:
+    """Return True for a sentence's first word tagged a proper noun for its capital alone ("Mention only five
+    items."): neither the entity tagger nor a proper noun running on from it says it is a name."""
+    nxt = t.nbor() if t.i + 1 < len(t.doc) else None
+    return t.is_sent_start and t.pos_ == "PROPN" and not t.ent_type_ and (nxt is None or nxt.pos_ != "PROPN")
 
 
 def _verb_read_as_noun(doc: Any, mentions: entities.Mentions) -> tuple[str, str] | None:
