@@ -153,10 +153,15 @@ def pair_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 # ----------------------------------------------------------------- recall evidence (confidence bands)
 def top_evidence(recall: Any) -> float:
-    """Return the best evidence among a recall's packed memories: what `certain_at` / `vague_at` cut."""
-    from .recall import evidence_of as evidence
+    """Return the evidence `certain_at` / `vague_at` cut: the best among the packed memories that count.
 
-    return max((evidence(p.scores) for p in recall.memories if "dense" in p.scores), default=0.0)
+    That is recall's own figure (`provenance["evidence_top"]`, see `evidence.top_evidence`). A
+    recall that abstained on its claims (a name the record never mentions) scores 0: no band
+    would make it answer.
+    """
+    if recall.confidence == "unknown":
+        return 0.0
+    return float(recall.provenance.get("evidence_top", 0.0))
 
 
 def play_scenarios(config: Config | str | None = None, scenarios: Sequence[Any] | None = None,
@@ -225,7 +230,7 @@ def locomo_examples(limit: int | None = None, embedder: Any = "minilm", budget: 
     from .clock import SimulatedClock, utc
     from .embed import make_embedder
     from .eval import datasets
-    from .eval.bench import EPOCH, BenchStore, CachedEmbedder
+    from .eval.bench import EPOCH, BenchStore, CachedEmbedder, turn_meta
     from .llm import connect
     from .memory import Memory
 
@@ -247,7 +252,7 @@ def locomo_examples(limit: int | None = None, embedder: Any = "minilm", budget: 
         clock = SimulatedClock(max(times) + timedelta(days=1))
         mem = Memory(BenchStore(":memory:", embedder=emb.name, dim=emb.dim), emb, client, clock, config)
         for s, when in zip(conv.sessions, times, strict=True):
-            mem.add_many([t.document for t in s.turns], user=conv.id, metas=[{"dia_id": t.dia_id} for t in s.turns],
+            mem.add_many([t.document for t in s.turns], user=conv.id, metas=[{"dia_id": t.dia_id, **turn_meta(t, conv)} for t in s.turns],
                          at=when)
         own = [q for q in ds.questions if q.conversation_id == conv.id][:questions_per_conversation]
         for q in own + (others if conv.id != nxt else []):
@@ -284,6 +289,64 @@ def evidence_metrics(rows: Sequence[dict[str, Any]], certain_at: float, vague_at
     return {"n": float(len(rows)), "abstention_accuracy": mean(unknown, ~ans), "false_abstention": mean(unknown, ans),
             "certain_precision": mean(gold, certain), "certain_share": mean(certain, np.ones(len(rows), bool)),
             **{f"unknown_{k}": mean(unknown, kinds == k) for k in sorted(set(kinds.tolist()))}}
+
+
+def abstention_folds(rows: Sequence[dict[str, Any]], folds: int = 4, answerable_recall: float = 0.9
+                     ) -> dict[str, Any]:
+    """Return `vague_at` chosen per fold on the other folds' conversations, and abstention on the held-out ones.
+
+    `rows` are `locomo_examples` (or `scenario_examples`): one question each, with its top
+    evidence, `answerable`, `kind` and `group` (the conversation). Groups are sorted and dealt
+    round-robin into `folds`. On the training folds, `vague_at` is the highest threshold that
+    keeps `answerable_recall` of the answerable questions that recall's claims left open
+    (evidence > 0: a question the claims abstain on, "the record never mentions X", no band can
+    answer). The held-out fold is then scored as recall would answer it:
+    - abstention precision: questions answered "unknown" that the record cannot answer, over all "unknown";
+    - abstention recall (per kind): never-said questions answered "unknown", over those questions;
+    - false abstention: answerable questions answered "unknown", over answerable ones.
+    Returns {"folds": [per fold: test groups, vague_at, the training rule's point, held-out
+    metrics], "heldout": the held-out metrics pooled over folds, "auc": ROC AUC of evidence,
+    answerable against each never-said kind, over all rows}.
+    """
+    from sklearn.metrics import roc_auc_score
+
+    groups = sorted({r["group"] for r in rows})
+    if folds < 2 or folds > len(groups):
+        raise ConfigError(f"folds must be between 2 and the number of groups ({len(groups)}), got {folds}")
+    split = [groups[k::folds] for k in range(folds)]
+    out, held_all = [], []
+    for k, test in enumerate(split):
+        train = [r for r in rows if r["group"] not in test and r["evidence"] > 0]
+        pick = choose_threshold([r["answerable"] for r in train], [r["evidence"] for r in train],
+                                min_recall=answerable_recall)
+        held = [{**r, "vague_at": pick["threshold"]} for r in rows if r["group"] in test]
+        held_all += held
+        out.append({"fold": k, "test": test, "vague_at": round(pick["threshold"], 4), "rule": pick["rule"],
+                    "train_point": {x: pick[x] for x in ("precision", "recall", "fpr")},
+                    "heldout": _abstention(held)})
+    kinds = sorted({r["kind"] for r in rows} - {"answerable"})
+    auc = {}
+    for kind in kinds:
+        sub = [r for r in rows if r["kind"] in ("answerable", kind)]
+        if len({r["answerable"] for r in sub}) == 2:
+            auc[kind] = round(float(roc_auc_score([r["answerable"] for r in sub], [r["evidence"] for r in sub])), 4)
+    return {"folds": out, "heldout": _abstention(held_all), "auc": auc, "answerable_recall": answerable_recall}
+
+
+def _abstention(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Return abstention precision, recall per kind and false abstention of rows carrying their own `vague_at`."""
+    unknown = [r["evidence"] < r["vague_at"] for r in rows]
+    never = [not r["answerable"] for r in rows]
+    said = sum(unknown)
+    out = {"n": len(rows), "abstained": said,
+           "abstention_precision": round(sum(u and n for u, n in zip(unknown, never, strict=True)) / said, 4)
+           if said else None,
+           "false_abstention": round(sum(u for u, n in zip(unknown, never, strict=True) if not n)
+                                     / max(1, sum(not n for n in never)), 4)}
+    for kind in sorted({r["kind"] for r in rows} - {"answerable"}):
+        of = [u for u, r in zip(unknown, rows, strict=True) if r["kind"] == kind]
+        out[f"abstention_recall_{kind}"] = round(sum(of) / len(of), 4) if of else None
+    return out
 
 
 # ----------------------------------------------------------------- trust (act threshold)

@@ -54,6 +54,7 @@ class RecallConfig:
     fusion: str = "weighted_rank"  # rrf | weighted | weighted_rank (recall.fuse); chosen out of fold (README)
     lexical_weight: float = 0.6  # 0 = vectors only, 1 = BM25 only; chosen out of fold with fusion
     rrf_k: int = 60  # reciprocal rank fusion constant
+    time_scope: bool = True  # a question naming a time ranks what was said then first (recall.fuse_scoped); out of fold
     weight_relevance: float = 0.7  # share of the final score from fused relevance
     weight_recency: float = 0.1  # share from recency
     weight_salience: float = 0.1  # share from salience
@@ -136,9 +137,10 @@ def _coerce(current: Any, value: Any, name: str) -> Any:
 RECIPES: dict[str, Config] = {
     "default": Config(),
     # The default until #18 chose one out of fold: reciprocal rank fusion, vectors and BM25 alike.
-    "hybrid": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.5), recipe="hybrid"),
-    "dense": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.0), recipe="dense"),
-    "bm25": Config(recall=RecallConfig(fusion="rrf", lexical_weight=1.0), recipe="bm25"),
+    # The plain retrievers and the old default stay plain: no time scope (#18 measures against them).
+    "hybrid": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.5, time_scope=False), recipe="hybrid"),
+    "dense": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.0, time_scope=False), recipe="dense"),
+    "bm25": Config(recall=RecallConfig(fusion="rrf", lexical_weight=1.0, time_scope=False), recipe="bm25"),
 }
 
 # Recipes written by the calibration notebook live here as JSON (flat params plus a "base").

@@ -16,16 +16,27 @@ that no packed memory is about, or naming a thing no packed memory mentions ("ro
 "Calloway Partners"), is "unknown" whatever the word overlap; a request for a task ("can you
 recommend ...") is "vague" on half the evidence a question needs, since what the user prefers
 bears on it; the rest falls back to the calibrated score thresholds (dense cosine and query
-coverage).
+coverage). For a question pinned to one entity only the evidence of memories about that entity
+counts (`top_evidence`): "What did Caroline realise after the race?" is not evidenced by Melanie
+saying she realised something after hers.
+
+Who a memory is about reads dialog turns as dialog (`mentions`): a turn stored with its
+speaker and addressees speaks of its speaker in the first person and of the addressees in the
+second. When a question names a time ("on 1 May, 2022", "in August 2023"), that time is in the
+record as when a memory was said (`spans`, `missing_names`), and recall's time scope ranks what
+was said then first (`recall.fuse_scoped`).
 """
 
 from __future__ import annotations
 
+import calendar
 import re
 from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timedelta, timezone
 
 from . import lexicon, match
 from .model import MemoryRecord
+from .normalise import MONTHS
 
 FITS = ("answers", "entity", "other", "conflict")
 # What each fit adds to a candidate's ranking score (times RecallConfig.weight_claim).
@@ -34,10 +45,133 @@ FIT_SCORE = {"answers": 1.0, "entity": 0.3, "other": 0.0, "conflict": -1.0}
 _COMPATIBLE = {"date": {"date", "time"}, "place": {"place", "name", "org"}, "name": {"name", "org", "group"},
                "money": {"money", "number"}, "number": {"number", "quantity", "money"}, "duration": {"duration"}}
 _WORD = re.compile(r"[\w@.+-]+")
+_SLACK = timedelta(days=7)
+_FIRST = frozenset({"i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves"})
+_SECOND = frozenset({"you", "your", "yours", "yourself", "yourselves"})
 
 
 def _words(text: str) -> set[str]:
     return {w.lower().removesuffix("'s").strip(".") for w in _WORD.findall(text or "")}
+
+
+def mentions(m: MemoryRecord) -> set[str]:
+    """Return the words memory `m` mentions, reading a dialog turn's pronouns as the people they stand for.
+
+    A turn stored with `meta["speaker"]` (and `meta["addressees"]`) is one person speaking to
+    others: its first person ("I", "my", "we") is the speaker and its second person ("you",
+    "your") the addressees, and a turn with neither pronoun speaks for its speaker. The
+    "<speaker>:" prefix a transcript renders is not a mention: "Caroline: how was your race?"
+    is about the person asked, not about Caroline's race.
+    """
+    speaker = m.meta.get("speaker") if m.meta else None
+    if not speaker:
+        return _words(m.text)
+    text = m.text.removeprefix(f"{speaker}:")
+    said = _words(text)
+    out = set(said)
+    if said & _FIRST or not said & _SECOND:
+        out |= _words(speaker)
+    if said & _SECOND:
+        for other in m.meta.get("addressees") or ():
+            out |= _words(other)
+    return out
+
+
+def _period(name: str) -> tuple[int | None, int | None, int | None] | None:
+    """Return (year, month, day) of a name that is a calendar time ("october 13", "august 2023", "2022"), else None.
+
+    Parts the name leaves open are None: "may" is (None, 5, None).
+    """
+    words = name.replace(",", " ").split()
+    if not words or len(words) > 3:
+        return None
+    year = month = day = None
+    for w in words:
+        if w.isdigit() and len(w) == 4:
+            year = int(w)
+        elif w.rstrip(".") in MONTHS:
+            month = MONTHS[w.rstrip(".")]
+        elif w.rstrip("stndrh").isdigit() and 1 <= int(w.rstrip("stndrh")) <= 31:
+            day = int(w.rstrip("stndrh"))
+        else:
+            return None
+    if month is None and (day is not None or year is None):
+        return None
+    return year, month, day
+
+
+_MONTH_NAME = (r"(?:January|February|March|April|May|June|July|August|September|October|November|December"
+               r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\b\.?")
+_ORD = r"(?:st|nd|rd|th)?"
+_TIME_LEAD = frozenset({"in", "of", "during", "since", "until", "till", "by", "before", "after", "last", "next",
+                        "early", "late", "mid", "this", "that", "through", "throughout"})
+_TIME_NAMED = re.compile(
+    rf"\b(?:(?P<d1>\d{{1,2}}){_ORD}\s+(?:of\s+)?)?(?P<month>{_MONTH_NAME})(?:\s+(?P<d2>\d{{1,2}}){_ORD}\b)?"
+    r"(?:,?\s+(?P<year>(?:19|20)\d{2})\b)?|\b(?:in|of|since|during|by)\s+(?P<lone>(?:19|20)\d{2})\b")
+
+
+def spans(q, now: datetime) -> list[tuple[datetime, datetime]]:
+    """Return the calendar times question `q` names ("in August 2023", "on 25 May, 2022", "in 2021") as UTC spans.
+
+    Read from the question's own words, with month names capitalised as written (so the
+    verb "may" is no month). Each span is the day, month or year named, widened by a week
+    either side (see `_said_then`). A time without a year is its latest occurrence that
+    starts before `now`.
+    """
+    out = []
+    for m in _TIME_NAMED.finditer(q.text):
+        if m["lone"]:
+            year, month, day = int(m["lone"]), None, None
+        else:
+            name = m["month"].rstrip(".").casefold()
+            month = MONTHS.get(name) or MONTHS.get(name[:3])
+            if month is None:
+                continue
+            day = int(m["d1"] or m["d2"]) if (m["d1"] or m["d2"]) else None
+            year = int(m["year"]) if m["year"] else None
+            before = q.text[:m.start()].split()
+            if day is None and year is None and (not before or before[-1].casefold() not in _TIME_LEAD):
+                continue  # a bare month only after a time word: "May I ask ..." names no time
+        for y in ([year] if year else [now.year, now.year - 1]):
+            try:
+                first = date(y, month or 1, day or 1)
+            except ValueError:
+                break
+            start = datetime(first.year, first.month, first.day, tzinfo=timezone.utc)
+            if year or start <= now:
+                last = first if day else date(y, month, calendar.monthrange(y, month)[1]) if month else date(y, 12, 31)
+                end = datetime(last.year, last.month, last.day, tzinfo=timezone.utc) + timedelta(days=1)
+                out.append((start - _SLACK, end + _SLACK))
+                break
+    return out
+
+
+def _said_then(name: str, m: MemoryRecord) -> bool:
+    """Return True when `name` is a calendar time and memory `m` was said within a week of it.
+
+    A question dated "in August 2023" or "on 31 July" is answered by what was said then, in
+    words that need not name the date ("last week I ..."): the date is in the record as the
+    memory's time. A week's slack either side covers telling of an event after it, or before.
+    """
+    period = _period(name.casefold())
+    when = m.valid_from or m.created_at
+    if period is None or when is None:
+        return False
+    year, month, day = period
+    for y in ([year] if year else [when.year - 1, when.year, when.year + 1]):
+        try:
+            first = date(y, month or 1, day or 1)
+        except ValueError:  # "31 february"
+            return False
+        if day:
+            last = first
+        elif month:
+            last = date(y, month, calendar.monthrange(y, month)[1])
+        else:
+            last = date(y, 12, 31)
+        if first - _SLACK <= when.date() <= last + _SLACK:
+            return True
+    return False
 
 
 def aliases(memories: Sequence[MemoryRecord]) -> dict[str, str]:
@@ -65,7 +199,7 @@ def about(q_subject: str | None, m: MemoryRecord, names: Mapping[str, str]) -> b
     # Mentioned in the text: every word of the entity's own name ("mother-in-law" is one word).
     thing = q_subject.rsplit("'s ", 1)[-1]
     owner = q_subject.rsplit("'s ", 1)[0] if "'s " in q_subject else None
-    words = _words(m.text)
+    words = mentions(m)
     owned = owner is None or owner in ("user", "team") or owner in words
     return owned and bool(_words(thing)) and _words(thing) <= words
 
@@ -81,7 +215,7 @@ def fit(q, m: MemoryRecord, names: Mapping[str, str]) -> str:
 
 def _fit(q, m: MemoryRecord, names: Mapping[str, str]) -> str:
     # "the country of citizenship of Narendra Modi": a memory naming the person the subject hangs on is about it.
-    named = any(n in (q.subject or "") and _words(n) <= _words(m.text) for n in q.names)
+    named = any(n in (q.subject or "") and _words(n) <= mentions(m) for n in q.names)
     if not (about(q.subject, m, names) or named):
         if q.hard and m.subject and match.hard(m.subject) and match.entity_match(q.subject, m.subject) is None \
                 and _words(q.subject) & _words(m.subject):
@@ -109,9 +243,21 @@ def missing_names(q, packed: Sequence[MemoryRecord], names: Mapping[str, str], s
     for name in q.names:
         if name in own:
             continue
-        if not any(about(name, m, names) or _words(name) <= _words(m.text) for m in packed):
+        if not any(about(name, m, names) or _words(name) <= mentions(m) or _said_then(name, m) for m in packed):
             out.append(name)
     return out
+
+
+def top_evidence(q, fitted: Sequence[tuple[str, float]]) -> float:
+    """Return the best evidence among packed memories, given as (fit, evidence) pairs.
+
+    A question pinned to one entity ("What did Caroline realise after the race?") is evidenced
+    only by memories about that entity: a memory about someone else that shares every word of
+    the question ("Melanie: after the race I realised ...") supports a different claim, so it
+    does not count. Other questions take the best evidence of any packed memory.
+    """
+    about_it = ("answers", "entity")
+    return max((e for f, e in fitted if not q.pinned or f in about_it), default=0.0)
 
 
 def verdict(q, fits: Sequence[str], top_evidence: float, missing: Sequence[str], certain_at: float,

@@ -100,6 +100,36 @@ def fuse(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: 
     return out
 
 
+def fuse_scoped(fused: Mapping[str, dict], scoped: Mapping[str, dict], cfg: RecallConfig) -> dict[str, dict]:
+    """Return `fused` with the hits said in the time a question names ranked first.
+
+    `scoped` is `fuse` over the same retrievers run only on memories said then
+    (`evidence.spans`: "What did Joanna watch on 1 May, 2022?"). The order is the
+    scoped hits by their fused relevance, then the other hits by theirs; the relevance is
+    that order's rank on RRF's scale, (k + 1) / (k + rank), as in "weighted_rank". Each
+    entry keeps the retrievers' scores over the whole record (cosine and coverage do not
+    depend on the scope), and `scoped` says whether it was said then. Hits with relevance 0
+    (a retriever without weight) stay at 0.
+    """
+    def best_first(entries: Mapping[str, dict]) -> list[str]:
+        return sorted((m for m in entries if entries[m]["fused"] > 0), key=lambda m: -entries[m]["fused"])
+
+    order = best_first(scoped) + [m for m in best_first(fused) if m not in scoped]
+    out = {m: {**(fused.get(m) or scoped[m]), "fused": 0.0, "scoped": m in scoped} for m in {**fused, **scoped}}
+    for rank, mid in enumerate(order, 1):
+        out[mid]["fused"] = (cfg.rrf_k + 1) / (cfg.rrf_k + rank)
+    return out
+
+
+def in_time(filters: dict | None, span: tuple[datetime, datetime]) -> dict:
+    """Return `filters` narrowed to memories said within `span` (since/until intersected with the caller's)."""
+    out = dict(filters or {})
+    start, end = span
+    out["since"] = max(start, utc(out["since"])) if out.get("since") else start
+    out["until"] = min(end, utc(out["until"])) if out.get("until") else end
+    return out
+
+
 def prior(memory: MemoryRecord) -> float:
     """Return the type prior of a memory: KIND_PRIOR[kind] * CATEGORY_PRIOR[category] (0.5 if unknown)."""
     return KIND_PRIOR.get(memory.kind, 0.5) * CATEGORY_PRIOR.get(memory.category, 0.5)
@@ -456,9 +486,18 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         raise InvalidInput(f"budget_tokens must be >= 0, got {budget}")
     w = cfg.lexical_weight
     names = [user, *store.self_names(user)]
-    dense = store.search_dense(query_vector(embedder, query, names), cfg.candidates, user=user, filters=filters)
+    q = ask(resolve_self(query, names))
+    vector = query_vector(embedder, query, names)
+    dense = store.search_dense(vector, cfg.candidates, user=user, filters=filters)
     lexical = store.search_lexical(query, cfg.candidates, user=user, filters=filters) if w > 0 else []
     fused = fuse(dense, lexical, cfg)
+    when = evidence.spans(q, now) if cfg.time_scope else []
+    if when:
+        scope = in_time(filters, (min(a for a, _ in when), max(b for _, b in when)))
+        dense_in = store.search_dense(vector, cfg.candidates, user=user, filters=scope)
+        lexical_in = store.search_lexical(query, cfg.candidates, user=user, filters=scope) if w > 0 else []
+        fused = fuse_scoped(fused, fuse(dense_in, lexical_in, cfg), cfg)
+        dense, lexical = dense + dense_in, lexical + lexical_in
     wanted = ([m for m, _ in dense] if w < 1 else []) + [m for m, _ in lexical]
     records = store.get_many(list(dict.fromkeys(wanted)))
     candidates = [m for m in records.values() if m.user == user]
@@ -466,7 +505,6 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     shaken = _shaken(store, candidates)
     candidates = [m for m in candidates if m.id not in shaken]
     pins = [m for m in store.pinned(user, filters) if m.user == user]
-    q = ask(resolve_self(query, names))
     aliases = evidence.aliases(candidates + pins)
     fit_of: dict[str, str] = {}
     for m in candidates + pins:
@@ -483,7 +521,8 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     packed, trace = pack([s for s in scored if s.memory.id not in pin_ids], budget, cfg,
                          [s for s in scored if s.memory.id in pin_ids])
     trace = vetoed + trace
-    top = max((evidence_of(fused[p.id]) for p in packed if p.id in fused), default=0.0)
+    top = evidence.top_evidence(q, [(fit_of.get(p.id, "other"), evidence_of(fused[p.id])) for p in packed
+                                    if p.id in fused])
     missing = evidence.missing_names(q, [p.memory for p in packed], aliases, names)
     verdict, why = evidence.verdict(q, [fit_of.get(p.id, "other") for p in packed if p.id in fused], top, missing,
                                     cfg.certain_at, cfg.vague_at)
@@ -528,8 +567,8 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         store.touch(used_ids, now)
     provenance = {
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
-        "fusion": cfg.fusion, "evidence": "claims, then dense cosine + query coverage",
-        "question": describe(q), "confidence_why": why,
+        "fusion": cfg.fusion, "time_scope": [(a.isoformat(), b.isoformat()) for a, b in when], "evidence": "claims, then dense cosine + query coverage",
+        "question": describe(q), "confidence_why": why, "evidence_top": round(top, 4),
         "tokenizer": tokenizer or getattr(count_many, "name", None) or getattr(count_many, "__name__", "?"),
     }
     used = sum(p.tokens for p in packed) + sum(h.tokens for h in history)

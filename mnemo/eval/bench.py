@@ -30,11 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from mnemo import evidence
 from mnemo import recall as recall_stage
 from mnemo.clock import SimulatedClock, utc
 from mnemo.config import Config, RecallConfig, recipe
 from mnemo.errors import ConfigError
 from mnemo.eval import datasets, metrics
+from mnemo.extract.questions import ask
 from mnemo.memory import Memory
 from mnemo.model import MemoryRecord
 from mnemo.store import DuckDBStore as Store
@@ -139,7 +141,8 @@ def ranking(mem: Memory, query: str, *, user: str, qvec: Any = None, cfg: Recall
     """
     cfg = cfg or mem.config.recall
     dense, lexical = hits(mem, query, user=user, qvec=qvec, k=cfg.candidates, lexical=cfg.lexical_weight > 0)
-    return order(dense, lexical, cfg)
+    then = hits_then(mem, query, user=user, qvec=qvec, k=cfg.candidates) if cfg.time_scope else None
+    return order(dense, lexical, cfg, then)
 
 
 def hits(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 50, lexical: bool = True
@@ -157,20 +160,44 @@ def hits(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 50, l
     return dense, (mem.store.search_lexical(query, k, user=user) if lexical else [])
 
 
-def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: RecallConfig
-          ) -> list[tuple[str, float]]:
+def hits_then(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 50
+              ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]] | None:
+    """Return `hits` among the memories said in the time `query` names, as recall's time scope retrieves them.
+
+    None when the question names no time (`evidence.spans`).
+    """
+    names = [user, *mem.store.self_names(user)]
+    when = evidence.spans(ask(recall_stage.resolve_self(query, names)), mem.clock.now())
+    if not when:
+        return None
+    if qvec is None or recall_stage.resolve_self(query, names) != query:
+        qvec = recall_stage.query_vector(mem.embedder, query, names)
+    scope = recall_stage.in_time(None, (min(a for a, _ in when), max(b for _, b in when)))
+    return (mem.store.search_dense(qvec, k, user=user, filters=scope),
+            mem.store.search_lexical(query, k, user=user, filters=scope))
+
+
+def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: RecallConfig,
+          then: tuple[list[tuple[str, float]], list[tuple[str, float]]] | None = None) -> list[tuple[str, float]]:
     """Return the candidates recall considers under `cfg`, by fused relevance, best first.
 
     Each hit list is cut to `cfg.candidates` (lists are best first, as the store returns them)
     and fused by `recall.fuse`; the candidates are the dense hits when the dense weight is above
-    0, plus the lexical hits when the lexical weight is. Ties in fused relevance keep the order
-    dense-then-lexical hits arrive in (deterministic for one store; the store breaks its own score
-    ties by memory id, which differs between runs).
+    0, plus the lexical hits when the lexical weight is. With `cfg.time_scope` and `then` (the
+    hits said in the time the question names, `hits_then`), `recall.fuse_scoped` ranks those
+    first. Ties in fused relevance keep the order dense-then-lexical hits arrive in
+    (deterministic for one store; the store breaks its own score ties by memory id, which
+    differs between runs).
     """
     w = cfg.lexical_weight
     dense = dense[:cfg.candidates] if w < 1 else []
     lexical = lexical[:cfg.candidates] if w > 0 else []
     fused = recall_stage.fuse(dense, lexical, cfg)
+    if cfg.time_scope and then is not None:
+        dense_in = then[0][:cfg.candidates] if w < 1 else []
+        lexical_in = then[1][:cfg.candidates] if w > 0 else []
+        fused = recall_stage.fuse_scoped(fused, recall_stage.fuse(dense_in, lexical_in, cfg), cfg)
+        dense, lexical = dense + dense_in, lexical + lexical_in
     wanted = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical]))
     ranked = sorted(range(len(wanted)), key=lambda i: (-fused[wanted[i]]["fused"], i))
     return [(wanted[i], fused[wanted[i]]["fused"]) for i in ranked]
@@ -218,17 +245,24 @@ def session_times(conv: datasets.Conversation) -> list[datetime]:
     return times
 
 
+def turn_meta(turn: datasets.DialogTurn, conv: datasets.Conversation) -> dict[str, Any]:
+    """Return {"speaker", "addressees"} of a turn: recall reads "I" as the speaker and "you" as the others."""
+    return {"speaker": turn.speaker, "addressees": [p for p in conv.speakers if p != turn.speaker]}
+
+
 def add_turns(writer: Any, conv: datasets.Conversation, times: Sequence[datetime], vecs: Any) -> dict[str, str]:
     """Store every turn of `conv` verbatim as an episodic memory at its session's time; return {memory id: dia_id}.
 
     `vecs` holds the turns' vectors in conversation order (one embedding pass for every writer).
+    Each turn's meta holds its dia_id and `turn_meta` (who speaks, to whom).
     """
     dia_of: dict[str, str] = {}
     pos = 0
     for s, when in zip(conv.sessions, times, strict=True):
         n = len(s.turns)
         ids = writer.add_many([t.document for t in s.turns], user=conv.id, kind="episodic", category="event",
-                              metas=[{"dia_id": t.dia_id} for t in s.turns], at=when, vectors=vecs[pos:pos + n])
+                              metas=[{"dia_id": t.dia_id, **turn_meta(t, conv)} for t in s.turns], at=when,
+                              vectors=vecs[pos:pos + n])
         dia_of.update(zip(ids, (t.dia_id for t in s.turns), strict=True))
         pos += n
     return dia_of

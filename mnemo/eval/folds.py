@@ -31,7 +31,17 @@ import numpy as np
 from mnemo.config import Config, RecallConfig, recipe
 from mnemo.errors import ConfigError
 from mnemo.eval import datasets, feature_rerank, metrics
-from mnemo.eval.bench import Bench, BenchResult, Progress, add_turns, hits, order, run_of, session_times
+from mnemo.eval.bench import (
+    Bench,
+    BenchResult,
+    Progress,
+    add_turns,
+    hits,
+    hits_then,
+    order,
+    run_of,
+    session_times,
+)
 
 KEYS = ("R@5", "R@10", "nDCG@10", "RR")
 SELECT_BY = ("R@10", "nDCG@10")  # what selection maximises on the training folds, in order of precedence
@@ -49,6 +59,9 @@ def _grid() -> dict[str, RecallConfig]:
     for fusion in ("weighted_rank", "weighted"):
         for w in (0.3, 0.5, 0.6, 0.7, 0.8, 0.9):
             grid[f"{fusion} w={w}"] = replace(base, fusion=fusion, lexical_weight=w)
+    # Time scope (`recall.fuse_scoped`) on top of the weighted candidates: listed after them, it wins no tie.
+    for w in (0.5, 0.6, 0.7):
+        grid[f"weighted_rank w={w} +time"] = replace(base, fusion="weighted_rank", lexical_weight=w, time_scope=True)
     return grid
 
 
@@ -141,9 +154,10 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
         qvecs = bench.emb.embed([q.question for q in qs]) if qs else []
         for q, qv in zip(qs, qvecs, strict=True):
             dense, lexical = hits(mem, q.question, user=conv.id, qvec=qv, k=depth)
+            then = hits_then(mem, q.question, user=conv.id, qvec=qv, k=depth)
             for sname, cfg in systems.items():
                 key = f"{q.id}@{sname}"
-                runs[key] = run_of([dia_of.get(m) for m, _ in order(dense, lexical, cfg)])
+                runs[key] = run_of([dia_of.get(m) for m, _ in order(dense, lexical, cfg, then)])
                 qrels[key] = dict.fromkeys(q.evidence, 1)
                 meta[key] = {"question_id": q.id, "conversation": conv.id, "fold": fold_of[conv.id],
                              "category": q.category, "category_name": q.category_name, "n_gold": len(q.evidence)}
@@ -185,7 +199,8 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
                        split="conversations sorted by id, dealt round-robin into folds",
                        selection=f"mean turn {' then '.join(SELECT_BY)} on the other folds, main categories",
                        main_categories=sorted(main), rerank=rerank_fits,
-                       candidates={c: {"fusion": cfg.fusion, "lexical_weight": cfg.lexical_weight, "rrf_k": cfg.rrf_k}
+                       candidates={c: {"fusion": cfg.fusion, "lexical_weight": cfg.lexical_weight, "rrf_k": cfg.rrf_k,
+                                       "time_scope": cfg.time_scope}
                                    for c, cfg in CANDIDATES.items()})
     res.configs = configs
     return res

@@ -1,0 +1,127 @@
+"""Evidence from who said what, and when: dialog pronouns, times a question names, abstention folds."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import mnemo
+from mnemo import calibrate, evidence
+from mnemo.config import Config
+from mnemo.errors import ConfigError
+from mnemo.extract.questions import ask
+from mnemo.model import MemoryRecord
+
+NOW = datetime(2023, 6, 1, tzinfo=timezone.utc)
+
+
+def turn(text: str, speaker: str, to: str, at: datetime = NOW) -> MemoryRecord:
+    return MemoryRecord(id=f"m{abs(hash(text)) % 10**8}", user="chat", text=f"{speaker}: {text}", kind="episodic",
+                        created_at=at, valid_from=at, meta={"speaker": speaker, "addressees": [to]})
+
+
+def test_a_dialog_turn_mentions_whom_its_pronouns_stand_for():
+    mine = turn("I ran a charity race last week and it was great.", "Mel", "Caro")
+    yours = turn("How did your charity race go?", "Caro", "Mel")
+    plain = turn("Charity races are great.", "Caro", "Mel")
+    assert "mel" in evidence.mentions(mine) and "caro" not in evidence.mentions(mine)
+    # The transcript's "<speaker>:" prefix is not a mention: asking about your race is about you.
+    assert "mel" in evidence.mentions(yours) and "caro" not in evidence.mentions(yours)
+    assert "caro" in evidence.mentions(plain)
+    # A memory that is no dialog turn mentions its words, nothing more.
+    note = MemoryRecord(id="n", user="u", text="Mel: ran a race", kind="episodic")
+    assert evidence.mentions(note) == {"mel", "ran", "a", "race"}
+
+
+def test_a_pinned_question_takes_evidence_only_from_memories_about_its_subject():
+    q = ask("What did Caro realise after her charity race?")
+    assert q.pinned
+    assert evidence.top_evidence(q, [("other", 0.9), ("entity", 0.4)]) == 0.4
+    assert evidence.top_evidence(ask("what did I realise after the race?"), [("other", 0.9)]) == 0.9
+
+
+@pytest.mark.parametrize("question, start, end", [
+    ("What did Joanna watch on 1 May, 2022?", "2022-04-24", "2022-05-09"),
+    ("What happened to John's job in August 2023?", "2023-07-25", "2023-09-08"),
+    ("How many tournaments had Nate won by July 10, 2022?", "2022-07-03", "2022-07-18"),
+    ("Which state did she visit in 2021?", "2020-12-25", "2022-01-08"),
+    ("Where did Maria go in May?", "2023-04-24", "2023-06-08"),  # the latest May that has begun
+])
+def test_spans_read_the_times_a_question_names(question, start, end):
+    (span,) = evidence.spans(ask(question), NOW)
+    assert (span[0].date().isoformat(), span[1].date().isoformat()) == (start, end)
+
+
+@pytest.mark.parametrize("question", ["May I ask where Maria works?", "What did Maria do at work?",
+                                      "What did Marc say about the 31 February deadline?"])
+def test_spans_name_no_time_where_there_is_none(question):
+    assert evidence.spans(ask(question), NOW) == []
+
+
+def test_a_date_the_question_names_is_in_the_record_as_when_a_memory_was_said():
+    q = ask("What did Gina find for her store on 1 February, 2023?")
+    then = turn("I found the perfect sofa for my store!", "Gina", "Jon", at=datetime(2023, 2, 1, tzinfo=timezone.utc))
+    later = turn("I found the perfect sofa for my store!", "Gina", "Jon", at=datetime(2023, 4, 1, tzinfo=timezone.utc))
+    assert not [n for n in evidence.missing_names(q, [then], {}, ()) if "february" in n]
+    assert [n for n in evidence.missing_names(q, [later], {}, ()) if "february" in n]
+
+
+def test_recall_ranks_what_was_said_in_the_named_time_first():
+    t0 = datetime(2022, 1, 10, tzinfo=timezone.utc)
+    mem = mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(t0 + timedelta(days=400)))
+    try:
+        jan = mem.add_many(["Joanna: I watched a movie with my brother, a comedy."], user="c", at=t0)[0]
+        may = mem.add_many(["Joanna: Finally watched the movie you recommended!"], user="c",
+                           at=datetime(2022, 5, 1, tzinfo=timezone.utc))[0]
+        question = "What movie did Joanna watch with her brother on 1 May, 2022?"
+        scoped = mem.recall(question, user="c", budget_tokens=500)
+        assert scoped.memories[0].id == may and scoped.provenance["time_scope"]
+        plain = mnemo.Memory(mem.store, mem.embedder, mem.llm, mem.clock, Config.from_params("default", time_scope=False))
+        assert plain.recall(question, user="c", budget_tokens=500).memories[0].id == jan
+    finally:
+        mem.close()
+
+
+def test_recall_is_unsure_when_only_someone_else_did_what_is_asked():
+    t0 = datetime(2023, 5, 1, tzinfo=timezone.utc)
+    mem = mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(t0 + timedelta(days=2)))
+    try:
+        texts = [("Mel", "I ran a charity race for mental health and realised self-care really matters."),
+                 ("Caro", "That's amazing! I went to a support group meeting yesterday."),
+                 ("Caro", "I love painting sunsets with my friends.")]
+        mem.add_many([f"{s}: {t}" for s, t in texts], user="c", at=t0,
+                     metas=[{"speaker": s, "addressees": ["Caro" if s == "Mel" else "Mel"]} for s, _ in texts])
+        right = mem.recall("What did Mel realise after the charity race?", user="c", budget_tokens=300)
+        wrong = mem.recall("What did Caro realise after the charity race?", user="c", budget_tokens=300)
+        assert right.provenance["evidence_top"] > wrong.provenance["evidence_top"]
+        assert right.confidence != "unknown"
+    finally:
+        mem.close()
+
+
+def rows(n_groups: int = 4) -> list[dict]:
+    out = []
+    for g in range(n_groups):
+        for i in range(10):
+            out.append({"group": f"c{g}", "kind": "answerable", "answerable": 1, "evidence": 0.5 + i / 40})
+            out.append({"group": f"c{g}", "kind": "adversarial", "answerable": 0, "evidence": 0.3 + i / 40})
+    return out
+
+
+def test_abstention_folds_choose_on_other_groups_and_report_the_held_out():
+    res = calibrate.abstention_folds(rows(), folds=4, answerable_recall=0.9)
+    assert [f["test"] for f in res["folds"]] == [["c0"], ["c1"], ["c2"], ["c3"]]
+    fold = res["folds"][0]
+    # 90% of answerable evidence (0.5 .. 0.725) clears the threshold: it sits between 0.5 and 0.525.
+    assert 0.5 < fold["vague_at"] <= 0.525
+    held = res["heldout"]
+    assert held["false_abstention"] == pytest.approx(0.1)
+    assert held["abstention_recall_adversarial"] == pytest.approx(0.9)
+    assert held["abstention_precision"] == pytest.approx(36 / 40)
+    assert 0.5 < res["auc"]["adversarial"] <= 1
+
+
+def test_abstention_folds_refuse_more_folds_than_groups():
+    with pytest.raises(ConfigError):
+        calibrate.abstention_folds(rows(2), folds=3)
