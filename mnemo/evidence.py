@@ -274,6 +274,6 @@ def verdict(q, fits: Sequence[str], top_evidence: float, missing: Sequence[str],
     if q.request and top_evidence >= vague_at / 2:
         # A task ("recommend a restaurant") is served by whatever the user prefers that bears on it.
         return "vague", f"a request; evidence {top_evidence:.2f} of what bears on it"
-    if top_evidence >= vague_at or ("entity" in fits and q.specific):
+    if top_evidence >= vague_at:
         return "vague", f"evidence {top_evidence:.2f}" + (" about the entity asked" if "entity" in fits else "")
     return "unknown", f"evidence {top_evidence:.2f} < vague_at {vague_at}"
