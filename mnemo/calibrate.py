@@ -164,6 +164,17 @@ def top_evidence(recall: Any) -> float:
     return float(recall.provenance.get("evidence_top", 0.0))
 
 
+def decision(recall: Any) -> float:
+    """Return the score `vague_at` cuts for this recall: its top evidence, or 2.0 when no band can hide it.
+
+    A pack about the entity asked is "vague" at any evidence (`evidence.about_asked`), so for
+    fitting and scoring bands it stands above every threshold; a claims abstention stands below (0).
+    """
+    if recall.confidence != "unknown" and recall.provenance.get("about_asked"):
+        return 2.0
+    return top_evidence(recall)
+
+
 def play_scenarios(config: Config | str | None = None, scenarios: Sequence[Any] | None = None,
                    embedder: Any = "auto", llm: str = "offline", *, examples: bool = False
                    ) -> tuple[list[dict[str, Any]], dict[str, float]]:
@@ -193,6 +204,7 @@ def play_scenarios(config: Config | str | None = None, scenarios: Sequence[Any] 
                 rows.append({"source": "scenarios", "group": s.name, "id": f"{s.name}/{probe.id}",
                              "kind": "never_said" if probe.should_abstain else "answerable",
                              "split": stable_split(s.name), "evidence": round(top_evidence(r), 4),
+                             "decision": round(decision(r), 4),
                              "answerable": int(not probe.should_abstain),
                              "gold_packed": int(any(metrics.mentions(p.text, probe.expect) for p in r.memories))})
         finally:
@@ -261,6 +273,7 @@ def locomo_examples(limit: int | None = None, embedder: Any = "minilm", budget: 
             kind = "foreign" if q.conversation_id != conv.id else "adversarial" if q.category == 5 else "answerable"
             rows.append({"source": "locomo", "group": conv.id, "id": f"{conv.id}/{q.id}", "kind": kind,
                          "split": stable_split(conv.id), "category": q.category, "evidence": round(top_evidence(r), 4),
+                         "decision": round(decision(r), 4),
                          "answerable": int(kind == "answerable"),
                          "gold_packed": int(kind == "answerable" and bool(packed & set(q.evidence)))})
         mem.close()
@@ -277,7 +290,7 @@ def evidence_metrics(rows: Sequence[dict[str, Any]], certain_at: float, vague_at
     - certain share: "certain" packs over all questions;
     - unknown_<kind>: the share answered "unknown" per kind of question (answerable, adversarial, ...).
     """
-    ev = np.array([r["evidence"] for r in rows], dtype=float)
+    ev = np.array([_decided(r) for r in rows], dtype=float)
     ans = np.array([r["answerable"] for r in rows], dtype=bool)
     gold = np.array([r["gold_packed"] for r in rows], dtype=bool)
     unknown, certain = ev < vague_at, ev >= certain_at
@@ -296,17 +309,18 @@ def abstention_folds(rows: Sequence[dict[str, Any]], folds: int = 4, answerable_
     """Return `vague_at` chosen per fold on the other folds' conversations, and abstention on the held-out ones.
 
     `rows` are `locomo_examples` (or `scenario_examples`): one question each, with its top
-    evidence, `answerable`, `kind` and `group` (the conversation). Groups are sorted and dealt
-    round-robin into `folds`. On the training folds, `vague_at` is the highest threshold that
-    keeps `answerable_recall` of the answerable questions that recall's claims left open
-    (evidence > 0: a question the claims abstain on, "the record never mentions X", no band can
-    answer). The held-out fold is then scored as recall would answer it:
+    evidence, its `decision` (the score the bands cut, `decision`), `answerable`, `kind` and
+    `group` (the conversation). Groups are sorted and dealt round-robin into `folds`. On the
+    training folds, `vague_at` is the highest threshold that keeps `answerable_recall` of the
+    answerable questions that recall's claims left open (decision > 0: a question the claims
+    abstain on, "the record never mentions X", no band can answer). The held-out fold is then
+    scored as recall would answer it:
     - abstention precision: questions answered "unknown" that the record cannot answer, over all "unknown";
     - abstention recall (per kind): never-said questions answered "unknown", over those questions;
     - false abstention: answerable questions answered "unknown", over answerable ones.
     Returns {"folds": [per fold: test groups, vague_at, the training rule's point, held-out
-    metrics], "heldout": the held-out metrics pooled over folds, "auc": ROC AUC of evidence,
-    answerable against each never-said kind, over all rows}.
+    metrics], "heldout": the held-out metrics pooled over folds, "auc": ROC AUC of the decision
+    score, answerable against each never-said kind, over all rows}.
     """
     from sklearn.metrics import roc_auc_score
 
@@ -316,8 +330,8 @@ def abstention_folds(rows: Sequence[dict[str, Any]], folds: int = 4, answerable_
     split = [groups[k::folds] for k in range(folds)]
     out, held_all = [], []
     for k, test in enumerate(split):
-        train = [r for r in rows if r["group"] not in test and r["evidence"] > 0]
-        pick = choose_threshold([r["answerable"] for r in train], [r["evidence"] for r in train],
+        train = [r for r in rows if r["group"] not in test and _decided(r) > 0]
+        pick = choose_threshold([r["answerable"] for r in train], [_decided(r) for r in train],
                                 min_recall=answerable_recall)
         held = [{**r, "vague_at": pick["threshold"]} for r in rows if r["group"] in test]
         held_all += held
@@ -329,13 +343,18 @@ def abstention_folds(rows: Sequence[dict[str, Any]], folds: int = 4, answerable_
     for kind in kinds:
         sub = [r for r in rows if r["kind"] in ("answerable", kind)]
         if len({r["answerable"] for r in sub}) == 2:
-            auc[kind] = round(float(roc_auc_score([r["answerable"] for r in sub], [r["evidence"] for r in sub])), 4)
+            auc[kind] = round(float(roc_auc_score([r["answerable"] for r in sub], [_decided(r) for r in sub])), 4)
     return {"folds": out, "heldout": _abstention(held_all), "auc": auc, "answerable_recall": answerable_recall}
+
+
+def _decided(row: dict[str, Any]) -> float:
+    """Return the score a row's bands cut: its `decision` (see `decision`), else its evidence."""
+    return float(row.get("decision", row["evidence"]))
 
 
 def _abstention(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Return abstention precision, recall per kind and false abstention of rows carrying their own `vague_at`."""
-    unknown = [r["evidence"] < r["vague_at"] for r in rows]
+    unknown = [_decided(r) < r["vague_at"] for r in rows]
     never = [not r["answerable"] for r in rows]
     said = sum(unknown)
     out = {"n": len(rows), "abstained": said,

@@ -274,6 +274,16 @@ def verdict(q, fits: Sequence[str], top_evidence: float, missing: Sequence[str],
     if q.request and top_evidence >= vague_at / 2:
         # A task ("recommend a restaurant") is served by whatever the user prefers that bears on it.
         return "vague", f"a request; evidence {top_evidence:.2f} of what bears on it"
-    if top_evidence >= vague_at:
+    if top_evidence >= vague_at or about_asked(q, fits):
         return "vague", f"evidence {top_evidence:.2f}" + (" about the entity asked" if "entity" in fits else "")
     return "unknown", f"evidence {top_evidence:.2f} < vague_at {vague_at}"
+
+
+def about_asked(q, fits: Sequence[str]) -> bool:
+    """Return True when a packed memory is about the particular thing a question asks of: "vague" at any evidence.
+
+    A memory about the entity asked that does not hold the slot asked ("where does the user's
+    sister work?" and "my sister is a nurse") may still bear on it: it is shown, hedged, rather
+    than hidden as "unknown". Calibration sees it (`calibrate.decision`): no `vague_at` hides it.
+    """
+    return "entity" in fits and q.specific

@@ -125,3 +125,13 @@ def test_abstention_folds_choose_on_other_groups_and_report_the_held_out():
 def test_abstention_folds_refuse_more_folds_than_groups():
     with pytest.raises(ConfigError):
         calibrate.abstention_folds(rows(2), folds=3)
+
+
+def test_a_pack_about_the_entity_asked_is_never_hidden_by_a_band():
+    base = rows()
+    about = [{**r, "decision": 2.0} if r["kind"] == "adversarial" and r["group"] == "c0" else r for r in base]
+    res = calibrate.abstention_folds(about, folds=4, answerable_recall=0.9)
+    assert res["folds"][0]["heldout"]["abstention_recall_adversarial"] == 0.0
+    assert res["folds"][1]["heldout"]["abstention_recall_adversarial"] == pytest.approx(0.9)
+    assert evidence.about_asked(ask("Where does the user's sister work?"), ["other", "entity"])
+    assert not evidence.about_asked(ask("Where does the user work?"), ["entity"])

@@ -1,0 +1,139 @@
+"""Recall latency, before and after a change: `Memory.recall` p50 / p95 at N memories, side by side.
+
+    .venv/bin/python benchmarks/bench_recall.py --sizes 10000,100000 --out benchmarks/results/recall.json
+    .venv/bin/python benchmarks/bench_recall.py --before ../wt-before --out ...   # and another checkout
+    .venv/bin/python benchmarks/bench_recall.py --table benchmarks/results/recall.json
+
+The store: one user's N memories in an in-memory DuckDB store, bulk-added (`add_many`) with the
+hash embedder. Texts are the shared LoCoMo turns when MNEMO_DATA_DIR holds them (else the
+project's scenario turns); past the number of real turns, each further memory joins two of them
+("a b"), so BM25 and the vectors see real words. Queries: the first `--queries` LoCoMo questions
+(their mix of questions naming a date, which recall's time scope retrieves twice, is recorded).
+Each side (this checkout, and with `--before` another) runs in its own subprocess on the same
+texts and queries, one after the other; every query is timed once after one warm-up query. The
+query embedding is inside the timing, as a caller pays it. Figures are milliseconds; the table's
+ratio is after / before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def texts_and_queries(n_queries: int) -> tuple[list[str], list[str]]:
+    """Return (turn texts, questions): LoCoMo's shared conversations if present, else the project's scenarios."""
+    from bench_write import turns  # the same turns the write benchmark plays
+
+    data = os.environ.get("MNEMO_DATA_DIR")
+    path = Path(data) / "locomo" / "locomo10_shared_8conv.json" if data else None
+    if path is not None and path.exists():
+        questions = [q["question"] for conv in json.loads(path.read_text()) for q in conv["qa"]]
+    else:
+        import yaml
+
+        questions = [p["question"] for f in sorted((ROOT / "data" / "scenarios").glob("*.yaml"))
+                     for p in yaml.safe_load(f.read_text()).get("probes", []) if p.get("question")]
+    return turns(10**9), questions[:n_queries]
+
+
+def run_side(n: int, n_queries: int) -> dict:
+    """Time recall on a store of `n` memories in this process (the checkout on sys.path)."""
+    import numpy as np
+
+    import mnemo
+    from mnemo.extract.questions import ask
+
+    try:
+        from mnemo.evidence import spans
+    except ImportError:  # a checkout from before the time scope
+        spans = None
+
+    turns, questions = texts_and_queries(n_queries)
+    texts = [turns[i] if i < len(turns) else f"{turns[i % len(turns)]} {turns[(i * 7 + 3) % len(turns)]}"
+             for i in range(n)]
+    mem = mnemo.Memory.open(":memory:", embedder="hash")
+    t0 = time.perf_counter()
+    mem.add_many(texts, user="u")
+    build_s = time.perf_counter() - t0
+    mem.recall(questions[0], user="u")
+    times = []
+    for q in questions:
+        t0 = time.perf_counter()
+        mem.recall(q, user="u")
+        times.append(time.perf_counter() - t0)
+    now = mem.clock.now()
+    dated = sum(bool(spans(ask(q), now)) for q in questions) if spans else None
+    mem.close()
+    ms = np.asarray(times) * 1000
+    return {"n": n, "queries": len(questions), "queries_naming_a_time": dated, "build_s": round(build_s, 2),
+            "p50_ms": round(float(np.percentile(ms, 50)), 2), "p95_ms": round(float(np.percentile(ms, 95)), 2)}
+
+
+def side(checkout: Path, sizes: list[int], n_queries: int) -> list[dict]:
+    """Run every size in a subprocess importing mnemo from `checkout`."""
+    out = []
+    for n in sizes:
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        code = (f"import sys, json; sys.path.insert(0, {str(HERE)!r}); import bench_recall as b; "
+                f"print(json.dumps(b.run_side({n}, {n_queries})))")
+        res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=checkout)
+        if res.returncode != 0:
+            raise SystemExit(f"{checkout} at {n}: {res.stderr[-2000:]}")
+        out.append(json.loads(res.stdout.strip().splitlines()[-1]))
+        print(f"{checkout.name or checkout} n={n}: {out[-1]}", file=sys.stderr)
+    return out
+
+
+def commit(checkout: Path) -> str:
+    res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True)
+    return res.stdout.strip() or "?"
+
+
+def table(report: dict) -> str:
+    rows = ["| memories | before p50 | now p50 | ratio | before p95 | now p95 |", "| --- | --- | --- | --- | --- | --- |"]
+    before = {r["n"]: r for r in report.get("before", [])}
+    for r in report["now"]:
+        b = before.get(r["n"])
+        ratio = f"{r['p50_ms'] / b['p50_ms']:.2f}x" if b else "-"
+        rows.append(f"| {r['n']:,} | {b['p50_ms'] if b else '-'} ms | {r['p50_ms']} ms | {ratio} | "
+                    f"{b['p95_ms'] if b else '-'} ms | {r['p95_ms']} ms |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", type=Path, help="another mnemo checkout to measure side by side")
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--table", type=Path, help="print the table of a saved report and exit")
+    args = ap.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                          "load_before": os.getloadavg()[0]},
+              "now_commit": commit(ROOT), "now": side(ROOT, sizes, args.queries)}
+    if args.before:
+        report["before_commit"] = commit(args.before)
+        report["before"] = side(args.before.resolve(), sizes, args.queries)
+    report["machine"]["load_after"] = os.getloadavg()[0]
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=1))
+    print(table(report))
+
+
+if __name__ == "__main__":
+    main()
