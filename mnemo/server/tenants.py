@@ -264,10 +264,14 @@ class Tenants:
         self._lock = threading.Lock()
         self._opener = opener
 
+    def name_for(self, key: str) -> str | None:
+        """Return the tenant name an API key maps to (None for an unknown key), opening nothing."""
+        digest = _digest(key)
+        return next((t for d, t in self._by_digest.items() if hmac.compare_digest(d, digest)), None)
+
     def for_key(self, key: str) -> Tenant | None:
         """Return the tenant of an API key (None for an unknown key)."""
-        digest = _digest(key)
-        name = next((t for d, t in self._by_digest.items() if hmac.compare_digest(d, digest)), None)
+        name = self.name_for(key)
         return None if name is None else self.get(name)
 
     def get(self, name: str) -> Tenant:
