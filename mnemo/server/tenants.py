@@ -65,7 +65,8 @@ class ServerConfig:
     llm: str | None = None  # offline | live | record:PATH | replay:PATH (None: MNEMO_LLM, else offline)
     recipe: str | None = None  # named config recipe for every tenant's Memory
     max_body_bytes: int = 1_048_576  # larger request bodies get 413
-    quota_calls: int = 120  # model-calling requests per tenant per window (remember, add, answer, assess, forget by query)
+    quota_calls: int = 120  # model-calling requests per tenant per window (remember, add, answer, assess, audit,
+    # forget by query); counted in the database on PostgreSQL, in this process otherwise (`Quota`)
     quota_window_s: float = 60.0  # length of the sliding quota window, in seconds
     ready_cache_s: float = 30.0  # how long a successful live-model readiness probe is trusted
 
@@ -196,26 +197,64 @@ class Tenant:
             self.mem.close()
 
 
-class Quota:
-    """A sliding window of model-calling requests per tenant."""
+class LocalCounter:
+    """A sliding window of calls per key in this process: enough where one process serves the stores (DuckDB)."""
 
-    def __init__(self, calls: int, window_s: float, clock: Any = time.monotonic):
-        self.calls, self.window_s, self._clock = calls, window_s, clock
+    path = "this process"
+
+    def __init__(self, clock: Any = time.monotonic):
+        self._clock = clock
         self._seen: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
-    def charge(self, tenant: str) -> None:
-        """Count one call for `tenant`, or raise QuotaExceeded with when to retry."""
+    def admit(self, key: str, calls: int, window_s: float) -> float | None:
+        """Count one call for `key` and return None, or return the seconds until the window has room."""
         now = self._clock()
         with self._lock:
-            seen = self._seen.setdefault(tenant, deque())
-            while seen and seen[0] <= now - self.window_s:
+            seen = self._seen.setdefault(key, deque())
+            while seen and seen[0] <= now - window_s:
                 seen.popleft()
-            if len(seen) >= self.calls:
-                wait = max(0.0, seen[0] + self.window_s - now) if seen else self.window_s
-                raise QuotaExceeded(f"quota of {self.calls} model-calling requests per {self.window_s:g}s used up "
-                                    f"for this tenant; retry in {wait:.0f}s", retry_after=wait)
+            if len(seen) >= calls:
+                return max(0.0, seen[0] + window_s - now) if seen else window_s
             seen.append(now)
+        return None
+
+    def ping(self) -> None:
+        """Nothing to ask: the count lives in this process."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class Quota:
+    """Model-calling requests per tenant in a sliding window, counted where every replica of the service sees them.
+
+    The one seam both counters sit behind: `LocalCounter` in this process for DuckDB
+    and in-memory stores, `store.meter.PgCounter` in the database for a postgresql://
+    store_dir, where several replicas serve the same tenants (`quota_counter`).
+    """
+
+    def __init__(self, calls: int, window_s: float, counter: Any = None):
+        self.calls, self.window_s = calls, window_s
+        self.counter = counter if counter is not None else LocalCounter()
+
+    def charge(self, tenant: str) -> None:
+        """Count one call for `tenant`, or raise QuotaExceeded with when to retry."""
+        wait = self.counter.admit(tenant, self.calls, self.window_s)
+        if wait is not None:
+            raise QuotaExceeded(f"quota of {self.calls} model-calling requests per {self.window_s:g}s used up "
+                                f"for this tenant; retry in {wait:.0f}s", retry_after=wait)
+
+
+def quota_counter(store_dir: str | None) -> Any:
+    """Return where quotas are counted: in the database of a postgresql:// store_dir, else in this process."""
+    if store_dir is None or not is_dsn(store_dir):
+        return LocalCounter()
+    from ..store.meter import PgCounter
+
+    # Named in pg_stat_activity, so an operator can tell the quota connection from the stores'.
+    location = service_location(store_dir, "quota")
+    return PgCounter(f"{location}&application_name=mnemo-quota")
 
 
 class BodyLimit:
@@ -259,7 +298,7 @@ class Tenants:
         self._by_digest = {_digest(k): t for k, t in keys.items()}
         self.names = sorted(set(keys.values()))
         self.cfg = cfg
-        self.quota = Quota(cfg.quota_calls, cfg.quota_window_s)
+        self.quota = Quota(cfg.quota_calls, cfg.quota_window_s, quota_counter(cfg.store_dir))
         self._open: dict[str, Tenant] = {}
         self._lock = threading.Lock()
         self._opener = opener
@@ -298,6 +337,7 @@ class Tenants:
             for tenant in self._open.values():
                 tenant.close()
             self._open.clear()
+            self.quota.counter.close()
 
 
 def tenant_location(store_dir: str | None, name: str) -> str:
@@ -315,6 +355,15 @@ def tenant_location(store_dir: str | None, name: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:24] or "t"
     schema = f"{prefix[:24]}_{slug}_{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}"
     return f"{base}{'&' if '?' in base else '?'}schema={schema}"
+
+
+def service_location(store_dir: str, name: str) -> str:
+    """Return the DSN of the service's own schema `name` beside the tenants' (<prefix>_<name>, e.g. mnemo_quota).
+
+    A tenant's schema always ends in _<8 hex digits>, so this one never names a tenant's.
+    """
+    base, prefix = split_dsn(store_dir)
+    return f"{base}{'&' if '?' in base else '?'}schema={prefix[:24]}_{name}"
 
 
 def _digest(key: str) -> str:

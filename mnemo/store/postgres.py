@@ -150,7 +150,7 @@ def _psycopg() -> Any:
     return psycopg
 
 
-def _connect(dsn: str) -> Any:
+def connect(dsn: str) -> Any:
     """Open an autocommit connection in UTC, turning an unreachable server into a StoreError."""
     psycopg = _psycopg()
     conninfo, _ = split_dsn(dsn)
@@ -218,7 +218,7 @@ class PgStore(SQLStore):
         from pgvector.psycopg import register_vector
         from psycopg import sql
 
-        con = _connect(self._dsn)
+        con = connect(self._dsn)
         try:
             with con.transaction():
                 # One opener at a time creates the extension and schema: concurrent IF NOT EXISTS can still clash.
@@ -239,7 +239,7 @@ class PgStore(SQLStore):
     def recorded_embedder(path: str) -> str | None:
         """Return the embedder name a store was written with (None when the schema holds no store)."""
         _, schema = split_dsn(str(path))
-        con = _connect(str(path))
+        con = connect(str(path))
         try:
             if con.execute("SELECT to_regclass(%s)", [f"{schema}.store_meta"]).fetchone()[0] is None:
                 return None
@@ -454,7 +454,7 @@ class PgStore(SQLStore):
         from pgvector.psycopg import register_vector
         from psycopg import sql
 
-        con = _connect(self._dsn)
+        con = connect(self._dsn)
         try:
             ext = _vector_schema(con, create=False)
             con.execute(sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(self.schema), sql.Identifier(ext)))
