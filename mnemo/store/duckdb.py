@@ -135,6 +135,7 @@ class DuckDBStore(ParquetArchive, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
+    archive_engine = f"duckdb {ENGINE_VERSION}"  # archive row digests hash DuckDB's row encoding: per version
 
     def __init__(self, path: str | Path, *, embedder: str, dim: int, read_only: bool = False, index: str = "auto"):
         self.path = str(path)

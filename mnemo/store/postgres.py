@@ -35,8 +35,9 @@ What differs, on purpose:
   (DuckDB keeps no key, for bulk speed, and leaves clash checks to imports).
 - Zero vectors have no cosine: pgvector ranks them after every other memory,
   where the in-process index gives them a score of 0.
-- The cold archive (`archive_*`) writes Parquet through DuckDB and stays
-  DuckDB-only for now; calling it here raises `StoreError`.
+- The cold archive (`archive_*`, in `pg_archive`) writes the same Parquet files
+  with pyarrow, with the same guarantees; its row digests are md5-based, not
+  DuckDB's hash, so they are checked on restore into PostgreSQL only.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ import numpy as np
 from ..config import DecayConfig
 from ..errors import ExtensionUnavailable, InvalidInput, StoreError
 from ..model import Event, Link, MemoryRecord, Turn
-from .rows import EVENTS, LINKS, MEMORIES, SQL_COLS, TIMES, TURNS, check_text, check_version, naive
+from .pg_archive import PgArchive
+from .rows import EVENTS, LINKS, MEMORIES, PG_MEMORY_TYPES, SQL_COLS, TURNS, check_text, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
 DSN_PREFIXES = ("postgresql://", "postgres://")
@@ -63,13 +65,6 @@ DEFAULT_SCHEMA = "mnemo"
 TEXT_CONFIG = "english"  # stemming and stop words closest to DuckDB fts's porter / english defaults
 HNSW_MIN_ROWS = 100_000  # below this, an exact scan is fast enough and returns true neighbours
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-# PostgreSQL types of the memories columns in `SQL_COLS` order, then the vector: what binary COPY sends.
-_COPY_TYPES = [
-    "timestamp" if col in TIMES else {"refs": "text[]", "importance": "float8", "pinned": "bool",
-                                       "single_valued": "bool", "access_count": "int4",
-                                       "corroborations": "int4"}.get(col, "text")
-    for col in SQL_COLS
-] + ["vector"]
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
@@ -192,7 +187,7 @@ POSTGRES = Dialect(
 )
 
 
-class PgStore(SQLStore):
+class PgStore(PgArchive, SQLStore):
     """A memory store in one PostgreSQL schema, searched through pgvector and a tsvector index."""
 
     dialect = POSTGRES
@@ -316,7 +311,7 @@ class PgStore(SQLStore):
         with self._lock, _unique(), self.con.cursor() as cur:
             # Binary COPY: text would format every float in Python, which costs more than the whole insert.
             with cur.copy(f"COPY memories ({', '.join(SQL_COLS)}, embedding) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(_COPY_TYPES)
+                copy.set_types(PG_MEMORY_TYPES)
                 for r, vec in zip(records, vectors, strict=True):
                     copy.write_row([*MEMORIES.values(r), vec])
 
@@ -498,13 +493,6 @@ class PgStore(SQLStore):
                                      [[r.id for r in records]]).fetchall():
                     events.setdefault(e[1], []).append(EVENTS.of(e))
                 yield [(r, events.get(r.id, [])) for r in records]
-
-    # ----------------------------------------------------------------- cold archive (DuckDB-only for now)
-    def _no_archive(self, *_: Any, **__: Any) -> Any:
-        raise StoreError("the cold archive writes Parquet through DuckDB and is not available on the PostgreSQL "
-                         "store yet; export with Memory.export, or archive from a DuckDB store")
-
-    archive_candidates = archive_export = archive_purge = archive_restore = table_digests = _no_archive
 
 
 @contextmanager

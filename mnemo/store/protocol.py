@@ -167,6 +167,9 @@ class Store(Protocol):
         """Return the (src, dst, kind, at) of `links` already stored."""
 
     # ----------------------------------------------------------------- cold archive (mnemo.archive)
+    archive_engine: str  # what archive row digests depend on ("duckdb 1.4.1", "postgres 18"): equal means comparable
+    digest_method: str  # how a table digest is computed, for the manifest's reader
+
     def archive_candidates(self, cutoff: datetime) -> dict[str, int]:
         """Return {"YYYY-MM": count} of tombstones whose status changed before `cutoff`."""
 
