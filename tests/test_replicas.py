@@ -312,3 +312,54 @@ def test_the_database_counter_is_exact_under_contention_and_slides(store_dir):
     finally:
         for c in counters:
             c.close()
+
+
+@pytest.fixture(scope="module")
+def busy_pair() -> Iterator[tuple[Replica, Replica]]:
+    """Two replicas without a practical quota, for races."""
+    for store_dir in _fresh_store_dir():
+        replicas = [Replica(store_dir), Replica(store_dir)]
+        try:
+            for r in replicas:
+                r.wait_ready()
+            yield replicas[0], replicas[1]
+        finally:
+            for r in replicas:
+                r.stop()
+
+
+def _fact(subject: str, value: str) -> dict:
+    return {"text": f"Lead time for {subject} is {value}", "user": "ops", "subject": subject,
+            "attribute": "lead_time", "value": value}
+
+
+@pytest.mark.parametrize("second", ["the same correction", "another correction"])
+def test_racing_writes_on_two_replicas_leave_one_current_memory(busy_pair, second):
+    """A correction through one replica and, at the same moment, the same (or another) through the other."""
+    one, two = busy_pair
+    rounds = 12
+    tag = uuid.uuid4().hex[:6]
+    with one.client(KEY_A) as a1, two.client(KEY_A) as a2:
+        for k in range(rounds):
+            assert a1.post("/v1/memories", json=_fact(f"P-{tag}-{k}", "14 days")).status_code == 200
+        barrier = threading.Barrier(2)
+
+        def send(client: httpx.Client, value: str) -> list[int]:
+            codes = []
+            for k in range(rounds):
+                barrier.wait(30)
+                codes.append(client.post("/v1/memories", json=_fact(f"P-{tag}-{k}", value)).status_code)
+            return codes
+
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(send, a1, "21 days")
+            other = pool.submit(send, a2, "21 days" if second == "the same correction" else "30 days")
+            assert first.result() == other.result() == [200] * rounds
+        for k in range(rounds):
+            listed = a2.get("/v1/memories", params={"subject": f"P-{tag}-{k}", "include_inactive": True}).json()
+            active = [m for m in listed["memories"] if m["status"] == "active"]
+            assert len(active) == 1, (k, [(m["value"], m["status"]) for m in listed["memories"]])
+            assert active[0]["value"] in ("21 days", "30 days")
+            # The 14 days it replaced is superseded, by the memory now current or by the one it replaced.
+            old = [m for m in listed["memories"] if m["value"] == "14 days"]
+            assert len(old) == 1 and old[0]["status"] == "superseded"

@@ -339,14 +339,14 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
     def remember(body: RememberIn, tenant: Caller, request: Request) -> Any:
         """Record a turn, extract memories from it and reconcile them (counts against the quota)."""
         _charge(request, tenant)
-        with tenant.writing() as mem:
+        with tenant.writing(body.user) as mem:
             return mem.remember(body.text, user=body.user, session=body.session, agent=body.agent, at=body.at)
 
     @app.post("/v1/memories", response_model=MemoryRecord, tags=["write"])
     def add(body: AddIn, tenant: Caller, request: Request) -> Any:
         """Write one structured memory, reconciled like any other write (counts against the quota)."""
         _charge(request, tenant)
-        with tenant.writing() as mem:
+        with tenant.writing(body.user) as mem:
             return mem.add(**body.model_dump(exclude={"references"}), references=tuple(body.references))
 
     @app.post("/v1/recall", response_model=Recall, tags=["read"])
@@ -371,7 +371,7 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         if body.query is not None:
             _charge(request, tenant)
         args = {"query": body.query, "user": body.user, "reason": body.reason, "dry_run": body.dry_run}
-        with tenant.reading() if body.dry_run else tenant.writing() as mem:
+        with tenant.reading() if body.dry_run else tenant.writing(body.user) as mem:
             return Forgotten(dry_run=body.dry_run, forgotten=mem.forget(body.memory_id, **args))
 
     @app.get("/v1/memories", response_model=MemoryList, tags=["read"])
@@ -416,7 +416,7 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         _charge(request, tenant)
         tools = request.app.state.tools
         # With tools, a stale claim is superseded by its re-grounded value: that is a write.
-        with tenant.writing() if tools else tenant.reading() as mem:
+        with tenant.writing(body.user) if tools else tenant.reading() as mem:
             pack = mem.recall(body.query, **body.kwargs())
             return Assessed(recall=pack, assessment=mem.assess(pack, tools=tools))
 

@@ -189,7 +189,7 @@ def build_tenant_server(tenants: Tenants, *, url: str, name: str = "mnemo") -> M
         tenant = tenants.get(token.client_id)
         if metered(spec, args):
             tenants.quota.charge(tenant.name)
-        with tenant.writing() if writes(spec, args) else tenant.reading() as mem:
+        with tenant.writing(args.get("user")) if writes(spec, args) else tenant.reading() as mem:
             yield mem
 
     # A resource server only: the keys are the service's own, so there are no OAuth routes to advertise.

@@ -18,6 +18,12 @@ view on its own cursor that shares the vector index and locks of the tenant's st
 on PostgreSQL the store itself, whose one connection serialises statements, with many
 writer processes allowed). Readers never see a half-applied write (the writer holds
 the lock until it commits).
+
+Replicas: on PostgreSQL several processes serve the same tenants. A write that
+reconciles against a user's memories (remember, add, forget by query, assess with
+tools) also holds the store's `exclusive` lock on that user, an advisory lock in the
+database, so two replicas decide such writes in turn; quotas are counted in the
+database (`Quota`, `store.meter.PgCounter`), not per process.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,9 +190,15 @@ class Tenant:
             yield reader
 
     @contextmanager
-    def writing(self) -> Iterator[Any]:
-        """Yield the tenant's Memory while holding the exclusive lock: writes run one at a time."""
-        with self.lock.write():
+    def writing(self, user: str | None = None) -> Iterator[Any]:
+        """Yield the tenant's Memory while holding the exclusive lock: writes run one at a time.
+
+        With `user` (a write that reconciles against that user's memories), the store's
+        `exclusive` lock on the user is held too, so replicas over one PostgreSQL database
+        decide such writes one after the other: a correction on one and the same fact on
+        another end as one current memory, not two.
+        """
+        with self.lock.write(), self.mem.store.exclusive(f"user:{user}") if user is not None else nullcontext():
             yield self.mem
 
     def close(self) -> None:

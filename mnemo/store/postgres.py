@@ -200,6 +200,8 @@ class PgStore(PgArchive, SQLStore):
         self.read_only = read_only
         self.hnsw_min_rows = hnsw_min_rows
         self._lock = threading.RLock()
+        self._lock_guard = threading.Lock()  # one `exclusive` holder per process at a time: its connection is one
+        self._lock_con: Any = None
         self.con = self._open(create=not read_only)
         self.embedder, self.dim = self._check_embedder(embedder, dim)
         if not read_only:
@@ -271,6 +273,28 @@ class PgStore(PgArchive, SQLStore):
 
     def close(self) -> None:
         self.con.close()
+        if self._lock_con is not None:
+            self._lock_con.close()
+
+    @contextmanager
+    def exclusive(self, key: str) -> Iterator[None]:
+        """Hold advisory lock (schema, `key`) on a connection of its own until the block ends.
+
+        Replicas of the service take it around reconcile-and-write for one user, so two writes
+        about the same facts are decided one after the other, each seeing what the last committed.
+        Its own connection: waiting for another process never blocks this store's readers, and a
+        process that dies releases the lock with its connection.
+        """
+        with self._lock_guard:
+            if self._lock_con is None or self._lock_con.closed or self._lock_con.broken:
+                self._lock_con = connect(self._dsn)
+            con = self._lock_con
+            con.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(%s))", [self.schema, key])
+            try:
+                yield
+            finally:
+                if not con.closed and not con.broken:
+                    con.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", [self.schema, key])
 
     def reader(self) -> PgStore:
         """Return this store itself: its one connection serialises statements, so readers share it."""

@@ -54,6 +54,13 @@ class Store(Protocol):
     def transaction(self) -> AbstractContextManager[Any]:
         """Return a context manager that commits on success and rolls back everything on any error."""
 
+    def exclusive(self, key: str) -> AbstractContextManager[Any]:
+        """Hold `key` against every other process using this store until the block ends (reconcile-and-write).
+
+        PostgreSQL: an advisory lock, released by the server if the process dies. DuckDB: nothing
+        to do, one process writes a file.
+        """
+
     def reader(self) -> Store:
         """Return a store for one reading thread or stream; its `close` releases only what `reader` opened."""
 
