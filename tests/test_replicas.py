@@ -363,3 +363,16 @@ def test_racing_writes_on_two_replicas_leave_one_current_memory(busy_pair, secon
             # The 14 days it replaced is superseded, by the memory now current or by the one it replaced.
             old = [m for m in listed["memories"] if m["value"] == "14 days"]
             assert len(old) == 1 and old[0]["status"] == "superseded"
+
+
+def test_a_load_run_across_two_replicas_loses_no_writes(busy_pair):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("load_http", ROOT / "benchmarks" / "load_http.py")
+    load = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load)
+    one, two = busy_pair
+    # Threads alternate between the replicas; every acknowledged write is read back through the other one.
+    result = load.run([one.url, two.url], KEY_A, seconds=3.0, threads=4)
+    assert result["replicas"] == 2 and result["errors"] == 0, result
+    assert result["writes"] > 0 and result["recalls"] > 0 and result["lost_writes"] == 0, result
