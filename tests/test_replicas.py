@@ -284,6 +284,13 @@ def test_readyz_reflects_the_database(store_dir):
         assert killed >= 1
         assert httpx.get(f"{url}/readyz", timeout=30).status_code == 200
         assert app.state.tenants.quota.counter.used("acme", 3600) == 1
+        # The same for the tenant's store connection: the probe reconnects it, and requests work again.
+        store = app.state.tenants.get("acme").mem.store
+        with psycopg.connect(split_dsn(store_dir)[0], autocommit=True) as con:
+            assert con.execute("SELECT pg_terminate_backend(%s)", [store.con.info.backend_pid]).fetchone()[0]
+        assert httpx.get(f"{url}/readyz", timeout=30).status_code == 200
+        again = httpx.get(f"{url}/v1/memories", headers=_auth(KEY_A), timeout=30)
+        assert again.status_code == 200 and [m["text"] for m in again.json()["memories"]] == ["Counted once"]
     # A database nobody listens on: the process is alive, but not ready.
     dead = f"postgresql://mnemo@127.0.0.1:{_free_port()}/nowhere?schema=r_dead"
     with running(create_app({KEY_A: "acme"}, ServerConfig(store_dir=dead, embedder="hash"))) as url:

@@ -309,7 +309,8 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         failed = []
         for name in tenants.names:
             try:
-                tenants.get(name)
+                # Opened once, then asked each time: a replica whose database restarted reconnects here.
+                tenants.get(name).mem.store.ping()
             except MnemoError as exc:
                 log.error("tenant %s cannot open its store: %s", name, exc)
                 failed.append(name)

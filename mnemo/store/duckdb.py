@@ -138,6 +138,9 @@ class DuckDBStore(ParquetArchive, SQLStore):
     dialect = DUCKDB
     archive_engine = f"duckdb {ENGINE_VERSION}"  # archive row digests hash DuckDB's row encoding: per version
 
+    def ping(self) -> None:
+        """Do nothing: an embedded database has no connection to lose (and the writer's is not this thread's)."""
+
     @staticmethod
     def exclusive(key: str) -> AbstractContextManager[None]:
         """Return a no-op: one process writes a DuckDB file, so no other process can interleave a write."""

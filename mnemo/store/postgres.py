@@ -276,6 +276,25 @@ class PgStore(PgArchive, SQLStore):
         if self._lock_con is not None:
             self._lock_con.close()
 
+    def ping(self) -> None:
+        """Ask the database for one row, first replacing a connection the server dropped; raise StoreError if it fails.
+
+        A restart or failover of PostgreSQL breaks the store's connection; the service's
+        readiness probe calls this, so a replica reconnects instead of failing every request.
+        """
+        psycopg = _psycopg()
+        with self._lock:
+            # Twice at most: a dropped connection shows it is broken only when next used.
+            for attempt in (1, 2):
+                try:
+                    if self.con.closed or self.con.broken:
+                        self.con = self._open(create=not self.read_only)
+                    self.con.execute("SELECT 1").fetchone()
+                    return
+                except psycopg.Error as exc:
+                    if attempt == 2 or not (self.con.closed or self.con.broken):
+                        raise StoreError(f"{self.path} does not answer: {str(exc).strip()}") from exc
+
     @contextmanager
     def exclusive(self, key: str) -> Iterator[None]:
         """Hold advisory lock (schema, `key`) on a connection of its own until the block ends.

@@ -54,6 +54,9 @@ class Store(Protocol):
     def transaction(self) -> AbstractContextManager[Any]:
         """Return a context manager that commits on success and rolls back everything on any error."""
 
+    def ping(self) -> None:
+        """Check the store answers (reconnecting a dropped database connection); raise StoreError if not."""
+
     def exclusive(self, key: str) -> AbstractContextManager[Any]:
         """Hold `key` against every other process using this store until the block ends (reconcile-and-write).
 
