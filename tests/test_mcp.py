@@ -245,9 +245,31 @@ async def _isolation(url: str) -> dict[str, Any]:
             "probed": set(probes)}
 
 
+@pytest.fixture(params=["duckdb", "postgres"])
+def store_dir(request, tmp_path):
+    """Where the MCP server keeps its tenants: a folder of DuckDB files, or schemas of the test PostgreSQL."""
+    if request.param == "duckdb":
+        yield tmp_path
+        return
+    import uuid
+
+    import psycopg
+    from conftest import require_postgres
+
+    from mnemo.store import split_dsn
+
+    dsn = require_postgres()
+    prefix = f"mcp{uuid.uuid4().hex[:8]}"
+    yield f"{dsn}{'&' if '?' in dsn else '?'}schema={prefix}"
+    with psycopg.connect(split_dsn(dsn)[0], autocommit=True) as con:
+        for (schema,) in con.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s",
+                                     [f"{prefix}\\_%"]).fetchall():
+            con.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
 @pytest.mark.slow
-def test_mcp_over_http_a_tenant_reaches_nothing_of_another_through_any_tool(tmp_path):
-    with HTTPServer(tmp_path) as server:
+def test_mcp_over_http_a_tenant_reaches_nothing_of_another_through_any_tool(store_dir, tmp_path):
+    with HTTPServer(store_dir) as server:
         out = _run(_isolation, server.url)
     assert out["probed"] == EXPECTED, "every tool is probed, present and future"
     secrets = ("4711", "P7", out["mid"], out["gid"])
@@ -259,7 +281,8 @@ def test_mcp_over_http_a_tenant_reaches_nothing_of_another_through_any_tool(tmp_
     assert "NotFound" in out["seen"]["history"][0] and "NotFound" in out["seen"]["forget"][0]
     assert out["after"] == out["before"], "nothing B did changed A's memories"
     assert [e["action"] for e in out["story"]["events"]] == ["created"]
-    assert sorted(p.name for p in tmp_path.glob("*.duckdb")) == ["acme.duckdb", "globex.duckdb"]
+    if store_dir == tmp_path:
+        assert sorted(p.name for p in tmp_path.glob("*.duckdb")) == ["acme.duckdb", "globex.duckdb"]
 
 
 async def _metered(url: str) -> list[str]:

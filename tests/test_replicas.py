@@ -273,7 +273,8 @@ def test_readyz_reflects_the_database(store_dir):
     app = create_app({KEY_A: "acme"}, cfg)
     with running(app) as url:
         ready = httpx.get(f"{url}/readyz", timeout=30)
-        assert ready.status_code == 200 and "_quota" in ready.json()["quota"], ready.text
+        assert ready.status_code == 200 and ready.json()["quota"] == "database", ready.text
+        assert "127.0.0.1" not in ready.text, "a public route names no database address"
         assert httpx.post(f"{url}/v1/memories", headers=_auth(KEY_A), timeout=30,
                           json={"text": "Counted once", "user": "u"}).status_code == 200
         # The database drops the quota connection (a restart, a failover): the next probe reconnects,

@@ -334,7 +334,7 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
                                     status_code=503)
             app.state.ready_at = time.monotonic()
         return JSONResponse({"ready": True, "tenants": len(tenants.names), "llm": llm.mode,
-                             "quota": tenants.quota.counter.path})
+                             "quota": tenants.quota.counter.scope})
 
     @app.post("/v1/remember", response_model=WriteReport, tags=["write"])
     def remember(body: RememberIn, tenant: Caller, request: Request) -> Any:

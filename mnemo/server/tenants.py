@@ -213,6 +213,7 @@ class LocalCounter:
     """A sliding window of calls per key in this process: enough where one process serves the stores (DuckDB)."""
 
     path = "this process"
+    scope = "process"  # where the count lives, as /readyz says it (never the database's address)
 
     def __init__(self, clock: Any = time.monotonic):
         self._clock = clock

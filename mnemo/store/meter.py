@@ -27,6 +27,8 @@ from .postgres import connect, redact, split_dsn
 class PgCounter:
     """A sliding window of calls per key in one PostgreSQL table, exact across processes."""
 
+    scope = "database"
+
     def __init__(self, dsn: str):
         self._dsn = dsn
         _, self.schema = split_dsn(dsn)
