@@ -311,3 +311,19 @@ def test_cli_archive_list_restore(tmp_path):
         assert m.store.table_digests() == before and m.get(gone.id).status == "forgotten"
     missing = run.invoke(app, ["archive", "--store", path], env={"MNEMO_ARCHIVE": ""})
     assert missing.exit_code != 0 and "MNEMO_ARCHIVE" in missing.output
+
+
+def test_purge_rolls_back_when_another_replica_writes_meanwhile(pg_backend, tmp_path):
+    """On PostgreSQL the meddler is another connection to the same schema, as a second replica would be."""
+    store = pg_backend.open("hot", embedder=EMB.name, dim=EMB.dim)
+    replica = pg_backend.open("hot", embedder=EMB.name, dim=EMB.dim)
+    m = populate(store)
+    before = store.table_digests()
+    with pytest.raises(StoreError, match="nothing was deleted"):
+        archive(store, MeddlingStore(tmp_path / "cold", replica, m["gone"].id), retention=RETENTION, now=NOW)
+    after = store.table_digests()
+    assert after["memories"] == before["memories"] and after["links"] == before["links"]
+    assert after["events"][0] == before["events"][0] + 1, "only the replica's event was added"
+    # Once the replica is done, a new run archives everything, its new event included.
+    report = archive(store, LocalStore(tmp_path / "cold2"), retention=RETENTION, now=NOW)
+    assert report.purged == {"memories": 4, "events": 9, "links": 3}

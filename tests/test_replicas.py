@@ -384,3 +384,52 @@ def test_a_load_run_across_two_replicas_loses_no_writes(busy_pair):
     result = load.run([one.url, two.url], KEY_A, seconds=3.0, threads=4)
     assert result["replicas"] == 2 and result["errors"] == 0, result
     assert result["writes"] > 0 and result["recalls"] > 0 and result["lost_writes"] == 0, result
+
+
+def test_the_reconcile_lock_excludes_other_connections_and_dies_with_its_process(store_dir):
+    from mnemo.store import PgStore
+
+    location = split_dsn(tenant_location(store_dir, "acme"))[1]
+    dsn = f"{split_dsn(store_dir)[0]}{'&' if '?' in split_dsn(store_dir)[0] else '?'}schema={location}"
+    a, b = PgStore(dsn, embedder="hash-x", dim=4), PgStore(dsn, embedder="hash-x", dim=4)
+    try:
+        order: list[str] = []
+        held = threading.Event()
+
+        def first() -> None:
+            with a.exclusive("user:alice"):
+                held.set()
+                time.sleep(0.5)
+                order.append("a done")
+
+        th = threading.Thread(target=first)
+        th.start()
+        held.wait(10)
+        with b.exclusive("user:bob"):
+            order.append("b on bob")  # another user's key does not wait
+        with b.exclusive("user:alice"):
+            order.append("b on alice")  # the same key waits for a to finish
+        th.join()
+        assert order == ["b on bob", "a done", "b on alice"]
+        # A process killed while holding the lock releases it with its connection.
+        code = ("import sys, time; from mnemo.store import PgStore; s = PgStore(sys.argv[1], embedder='hash-x', dim=4)\n"
+                "with s.exclusive('user:alice'):\n    print('held', flush=True); time.sleep(60)")
+        proc = subprocess.Popen([sys.executable, "-c", code, dsn], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "held"
+        got = threading.Event()
+
+        def waiter() -> None:
+            with b.exclusive("user:alice"):
+                got.set()
+
+        th = threading.Thread(target=waiter)
+        th.start()
+        assert not got.wait(1.0), "the other process holds the lock"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert got.wait(10), "its death released it"
+        th.join()
+        proc.stdout.close()
+    finally:
+        a.close()
+        b.close()
