@@ -537,7 +537,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
 RUNS = typer.Option(Path("experiments/runs"), "--runs", help="Folder of the runs: one folder per grid, one per point.")
 WORKERS = typer.Option(None, "--workers", "-w", help="Local processes running points in parallel (default: one per CPU).")
 SCHEDULER = typer.Option(None, "--scheduler", help="Address of a running Dask scheduler (e.g. tcp://HOST:8786) to run "
-                                                   "points on instead of local processes; workers must share the folders.")
+                                                   "points on instead of local processes; workers must share the folders "
+                                                   "unless --objects is given.")
 
 
 def _sweep_line(report) -> str:
@@ -548,6 +549,9 @@ def _sweep_line(report) -> str:
 @app.command("sweep")
 def sweep_cmd(grid: Path = typer.Argument(..., help="A grid YAML file (see experiments/*.yaml)."),
               runs: Path = RUNS, workers: int = WORKERS, scheduler: str = SCHEDULER,
+              objects: str = typer.Option(None, "--objects", help="With --scheduler: an object store (a path, "
+                                          "oss://BUCKET/PREFIX or s3://BUCKET/PREFIX) the workers push each point's "
+                                          "folder to; it is pulled into --runs, every file checked."),
               out: Path = typer.Option(Path("experiments/results.parquet"), "--out", "-o",
                                        help="Table every finished point is collected into (.parquet or .duckdb)."),
               collect: bool = typer.Option(True, "--collect/--no-collect", help="Collect the results after the sweep.")
@@ -556,7 +560,7 @@ def sweep_cmd(grid: Path = typer.Argument(..., help="A grid YAML file (see exper
     from .sweeps import collect as collect_runs
     from .sweeps import sweep
 
-    report = sweep(grid, runs, workers=workers, scheduler=scheduler)
+    report = sweep(grid, runs, workers=workers, scheduler=scheduler, objects=objects)
     console.print(_sweep_line(report))
     if report.note:
         console.print(f"{report.grid}: {report.note}", soft_wrap=True)
