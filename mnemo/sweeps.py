@@ -302,6 +302,8 @@ def run_point_shipped(objects: str, key: str, notebook_text: str, notebook_name:
     (results, executed notebook, `done` or error.txt) is pushed to the object store
     `objects` under `key`, each file verified (`archive.push_dir`). The client pulls it into
     `folder`. Paths the runner set inside `folder` (out_dir, store_path) point at the copy.
+    Like `run_point`, one point per process at a time: run Dask workers with one thread
+    each (`dask worker ADDRESS --nthreads 1 --nworkers N`).
     """
     from .archive import push_dir
     from .objectstore import open_store

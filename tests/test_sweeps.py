@@ -150,7 +150,9 @@ def test_dask_workers_ship_points_back_through_an_object_store(tmp_path, noteboo
 
     path = grid_file(tmp_path, notebook, {"x": [7, 8], "fail": [False, True]}, name="ship")
     cold = tmp_path / "cold"
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp://", host="127.0.0.1",
+    # One thread a worker: papermill changes the process's working directory, and a shipped point's folder
+    # is removed once pushed, so two points in threads of one process could start a kernel in a removed folder.
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://", host="127.0.0.1",
                       dashboard_address=None) as cluster:
         report = sweeps.sweep(path, tmp_path / "runs", scheduler=cluster.scheduler_address, progress=False,
                               objects=str(cold))
