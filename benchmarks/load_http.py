@@ -2,16 +2,25 @@
 
     python benchmarks/load_http.py --seconds 10 --threads 8            # starts its own server on 127.0.0.1
     python benchmarks/load_http.py --url http://127.0.0.1:8080 --key KEY --seconds 10
+    python benchmarks/load_http.py --store-dir postgresql://mnemo@127.0.0.1:5432/db --replicas 2
+    python benchmarks/load_http.py --store-dir postgresql://mnemo@127.0.0.1:5432/db --compare 2   # 1 vs 2 replicas
 
 K client threads each loop for N seconds, choosing a write (POST /v1/memories with
 a distinct fact) or a recall (POST /v1/recall) at random; every request is timed.
-Afterwards every write the server acknowledged (200 with a memory id) is read back
-with GET /v1/memories/{id}: a missing one, or one with other text, is a lost write.
+Each server first gets one untimed write and recall (its first requests load what it
+caches). Afterwards every write the server acknowledged (200 with a memory id) is read
+back with GET /v1/memories/{id}: a missing one, or one with other text, is a lost write.
 Prints throughput, p50/p95/p99 latency per operation and the lost-write count as
 JSON. Without --url the script starts `mnemo serve http` in a child process (its
 own GIL, tenant store in a temporary directory); the test suite calls `run()`
 against a server in its own process instead. Traffic goes to the loopback address
 only, and the run stops by itself after N seconds.
+
+Replicas: with a postgresql:// --store-dir, --replicas N starts N server processes over
+the same database and the client threads are spread over them round-robin; every
+acknowledged write is read back through another replica than the one that took it.
+--compare N runs the same load against one replica and then against N, each on fresh
+schemas (dropped afterwards), in this one process, and prints both and the ratios.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 
 import httpx
@@ -68,7 +77,15 @@ def _client(base_url: str, key: str, thread: int, deadline: float, write_share: 
             out["write_s" if write else "recall_s"].append(elapsed)
             if write:
                 body = res.json()
-                out["acked"].append((body["id"], body["text"]))
+                out["acked"].append((body["id"], body["text"], thread))
+
+
+def _warm_up(urls: list[str], key: str) -> None:
+    """Send each replica a write and a recall first: a process's first requests load what it caches, untimed."""
+    for url in urls:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as c:
+            c.post("/v1/memories", json={"text": "Warm-up note", "user": "warm-up"}).raise_for_status()
+            c.post("/v1/recall", json={"query": "warm-up note", "user": "warm-up"}).raise_for_status()
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
@@ -78,13 +95,20 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     return {"p50_ms": round(float(p50), 1), "p95_ms": round(float(p95), 1), "p99_ms": round(float(p99), 1)}
 
 
-def run(base_url: str, key: str, *, seconds: float = 10.0, threads: int = 8, write_share: float = 0.3) -> dict:
-    """Run the load for `seconds` with `threads` clients, then read back every acknowledged write; return figures."""
+def run(base_url: str | Sequence[str], key: str, *, seconds: float = 10.0, threads: int = 8,
+        write_share: float = 0.3) -> dict:
+    """Run the load for `seconds` with `threads` clients, then read back every acknowledged write; return figures.
+
+    `base_url` may be several replicas of one service: thread t talks to replica t mod N, and
+    each acknowledged write is read back through the next replica.
+    """
+    urls = [base_url] if isinstance(base_url, str) else list(base_url)
     out: dict = {"errors": [], "write_s": [], "recall_s": [], "acked": []}
+    _warm_up(urls, key)
     deadline = time.monotonic() + seconds
     started = time.monotonic()
     # list.append is atomic under the GIL, so the threads share `out` without a lock.
-    workers = [threading.Thread(target=_client, args=(base_url, key, t, deadline, write_share, out))
+    workers = [threading.Thread(target=_client, args=(urls[t % len(urls)], key, t, deadline, write_share, out))
                for t in range(threads)]
     for w in workers:
         w.start()
@@ -92,14 +116,18 @@ def run(base_url: str, key: str, *, seconds: float = 10.0, threads: int = 8, wri
         w.join()
     wall = time.monotonic() - started
     lost = []
-    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as c:
-        for mid, text in out["acked"]:
-            res = c.get(f"/v1/memories/{mid}")
+    readers = [httpx.Client(base_url=u, headers={"Authorization": f"Bearer {key}"}, timeout=60) for u in urls]
+    try:
+        for mid, text, thread in out["acked"]:
+            res = readers[(thread + 1) % len(urls)].get(f"/v1/memories/{mid}")
             if res.status_code != 200 or res.json()["text"] != text:
                 lost.append(mid)
+    finally:
+        for c in readers:
+            c.close()
     done = len(out["write_s"]) + len(out["recall_s"])
     return {
-        "seconds": round(wall, 2), "threads": threads, "requests": done,
+        "replicas": len(urls), "seconds": round(wall, 2), "threads": threads, "requests": done,
         "throughput_rps": round(done / wall, 1), "writes": len(out["write_s"]), "recalls": len(out["recall_s"]),
         "write": _percentiles(out["write_s"]), "recall": _percentiles(out["recall_s"]),
         "all": _percentiles(out["write_s"] + out["recall_s"]),
@@ -109,30 +137,68 @@ def run(base_url: str, key: str, *, seconds: float = 10.0, threads: int = 8, wri
 
 
 @contextmanager
-def _server(key: str, store_dir: str) -> Iterator[str]:
-    """Run `mnemo serve http` in a child process on a free loopback port; yield its URL, stop it after."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    cmd = [sys.executable, "-c", "from mnemo.cli import main; main()", "serve", "http", "--store-dir", store_dir,
-           "--embedder", "hash", "--port", str(port), "--quota-calls", str(10**9), "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, env={**os.environ, "MNEMO_API_KEYS": f"{key}:load"})
-    url = f"http://127.0.0.1:{port}"
+def _servers(key: str, store_dir: str, replicas: int = 1) -> Iterator[list[str]]:
+    """Run `replicas` `mnemo serve http` processes over `store_dir` on free loopback ports; yield their URLs."""
+    procs, urls = [], []
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not become ready: {' '.join(cmd)}")
-            time.sleep(0.2)
-        yield url
+        for _ in range(replicas):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            cmd = [sys.executable, "-c", "from mnemo.cli import main; main()", "serve", "http", "--store-dir",
+                   store_dir, "--embedder", "hash", "--port", str(port), "--quota-calls", str(10**9), "--log-level",
+                   "warning"]
+            procs.append(subprocess.Popen(cmd, env={**os.environ, "MNEMO_API_KEYS": f"{key}:load"}))
+            urls.append(f"http://127.0.0.1:{port}")
+        deadline = time.monotonic() + 90
+        for url, proc in zip(urls, procs, strict=True):
+            while True:
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=30).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the server on {url} did not become ready")
+                time.sleep(0.2)
+        yield urls
     finally:
-        proc.terminate()
-        proc.wait(30)
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(30)
+
+
+@contextmanager
+def _fresh_schemas(dsn: str) -> Iterator[str]:
+    """Yield `dsn` with a new schema prefix; drop every schema under it afterwards (tenants' and quotas')."""
+    import psycopg
+
+    if "schema=" in dsn:
+        raise SystemExit("--compare makes its own schemas: give the DSN without ?schema=")
+    prefix = f"load{secrets.token_hex(4)}"
+    try:
+        yield f"{dsn}{'&' if '?' in dsn else '?'}schema={prefix}"
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as con:
+            for (schema,) in con.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s",
+                                         [f"{prefix}\\_%"]).fetchall():
+                con.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def compare(dsn: str, replicas: int, **load: float) -> dict:
+    """Run the same load against one replica, then against `replicas`, each on fresh schemas; return both and ratios."""
+    key = secrets.token_urlsafe(24)
+    runs = []
+    for n in (1, replicas):
+        with _fresh_schemas(dsn) as store_dir, _servers(key, store_dir, n) as urls:
+            runs.append(run(urls, key, **load))
+    one, many = runs
+    ratio = {"throughput": round(many["throughput_rps"] / max(one["throughput_rps"], 1e-9), 2),
+             "write_p50": round(many["write"]["p50_ms"] / max(one["write"]["p50_ms"], 1e-9), 2),
+             "recall_p50": round(many["recall"]["p50_ms"] / max(one["recall"]["p50_ms"], 1e-9), 2)}
+    return {"one": one, "many": many, f"ratio_{replicas}_over_1": ratio, "cpus": os.cpu_count(),
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,17 +208,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="how long the load runs")
     parser.add_argument("--threads", type=int, default=8, help="concurrent client threads")
     parser.add_argument("--write-share", type=float, default=0.3, help="share of requests that are writes")
-    parser.add_argument("--store-dir", help="tenant stores here (default: a temporary directory)")
+    parser.add_argument("--store-dir", help="tenant stores here: a folder or a postgresql:// DSN "
+                                            "(default: a temporary directory)")
+    parser.add_argument("--replicas", type=int, default=1, help="server processes over one postgresql:// --store-dir")
+    parser.add_argument("--compare", type=int, metavar="N", help="run against 1 replica, then N, on fresh schemas of "
+                                                                 "the postgresql:// --store-dir; print both and ratios")
     args = parser.parse_args(argv)
     if args.url and not args.key:
         parser.error("--url needs --key")
+    postgres = (args.store_dir or "").startswith(("postgresql://", "postgres://"))
+    if (args.replicas > 1 or args.compare) and not postgres:
+        parser.error("--replicas and --compare need a postgresql:// --store-dir (replicas share one database)")
+    load = {"seconds": args.seconds, "threads": args.threads, "write_share": args.write_share}
+    if args.compare:
+        result = compare(args.store_dir, args.compare, **load)
+        print(json.dumps(result, indent=2))
+        failed = any(result[k]["errors"] or result[k]["lost_writes"] for k in ("one", "many"))
+        return 1 if failed else 0
     if args.url:
-        key, ctx = args.key, nullcontext(args.url)
+        key, ctx = args.key, nullcontext([args.url])
     else:
         key = secrets.token_urlsafe(24)
-        ctx = _server(key, args.store_dir or tempfile.mkdtemp(prefix="mnemo-load-"))
-    with ctx as base:
-        result = run(base, key, seconds=args.seconds, threads=args.threads, write_share=args.write_share)
+        ctx = _servers(key, args.store_dir or tempfile.mkdtemp(prefix="mnemo-load-"), args.replicas)
+    with ctx as urls:
+        result = run(urls, key, **load)
     print(json.dumps(result, indent=2))
     return 1 if result["errors"] or result["lost_writes"] else 0
 

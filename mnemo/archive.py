@@ -11,6 +11,10 @@ uploaded, read back in full and matched against its sha256 and row count, the
 manifest is written and read back, and only then are the rows deleted from the hot
 store, in one transaction that rolls back unless it deletes exactly what was archived.
 This is the one place mnemo hard-deletes anything.
+
+Both store engines keep the archive contract (DuckDB: `store.parquet`, PostgreSQL:
+`store.pg_archive`) and write the same files, so a run restores into either; row
+digests are checked when the engine that restores is the one that archived.
 """
 
 from __future__ import annotations
@@ -107,8 +111,8 @@ def archive(store: Store, objects: ObjectStore, *, retention: timedelta, now: da
         manifest = {
             "format": FORMAT, "run_id": run_id, "created_at": now.isoformat(), "cutoff": cutoff.isoformat(),
             "retention_days": retention.total_seconds() / 86400, "embedder": store.embedder, "dim": store.dim,
-            "schema_version": store.schema_version, "duckdb": ENGINE_VERSION, "store": store.path,
-            "digest": "xor of DuckDB hash(row), per table", "rows": rows, "partitions": partitions,
+            "schema_version": store.schema_version, "duckdb": ENGINE_VERSION, "engine": store.archive_engine,
+            "store": store.path, "digest": store.digest_method, "rows": rows, "partitions": partitions,
         }
         body = json.dumps(manifest, indent=2, sort_keys=True).encode()
         (tmp / "manifest.json").write_bytes(body)
@@ -153,8 +157,10 @@ def restore(store: Store, objects: ObjectStore, run_id: str) -> RestoreReport:
     if int(m["schema_version"]) > store.schema_version:
         raise StoreError(f"archive {run_id} has schema version {m['schema_version']}, newer than this store's "
                          f"{store.schema_version}; upgrade mnemo")
-    # Row digests hash DuckDB's own row encoding: comparable only under the same DuckDB and schema.
-    same = m["duckdb"] == ENGINE_VERSION and int(m["schema_version"]) == store.schema_version
+    # Row digests hash an engine's own row encoding: comparable only under the same engine and schema.
+    # Manifests from before the PostgreSQL archive name only their DuckDB version.
+    engine = m.get("engine") or f"duckdb {m['duckdb']}"
+    same = engine == store.archive_engine and int(m["schema_version"]) == store.schema_version
     tmp = Path(tempfile.mkdtemp(prefix="mnemo-restore-"))
     try:
         files: dict[str, list[str]] = {t: [] for t in TABLES}
@@ -169,8 +175,8 @@ def restore(store: Store, objects: ObjectStore, run_id: str) -> RestoreReport:
         counts = store.archive_restore(files, expected if same else None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    note = "" if same else (f"row digests not checked: archived under duckdb {m['duckdb']} / schema "
-                            f"{m['schema_version']}; file sha256 and row counts were checked")
+    note = "" if same else (f"row digests not checked: archived under {engine} / schema {m['schema_version']}, "
+                            f"restored into {store.archive_engine}; file sha256 and row counts were checked")
     return RestoreReport(run_id, counts, same, note)
 
 

@@ -255,16 +255,48 @@ def data_download(name: str = typer.Argument(..., help="locomo | realtalk | beam
         console.print(str(path))
 
 
+STORE_DIR = typer.Option(None, help="One <tenant>.duckdb per tenant in this folder, or one schema per tenant of this "
+                                    "postgresql:// DSN (default: a throwaway in-memory store per tenant).")
+KEYS = typer.Option(None, help="File of API keys, KEY:TENANT a line or a JSON object "
+                               "(default: $MNEMO_API_KEYS='KEY:TENANT,...').")
+QUOTA_CALLS = typer.Option(120, help="Model-calling requests per tenant per window (else 429); counted in the "
+                                     "database on PostgreSQL, so it holds across replicas.")
+QUOTA_WINDOW = typer.Option(60.0, help="Quota window in seconds.")
+
+
 @serve_app.command("mcp")
-def serve_mcp(store: str = STORE, embedder: str = EMBEDDER, llm: str = LLM,
-              transport: str = typer.Option("stdio", help="stdio (for a desktop client) | http (streamable HTTP)."),
+def serve_mcp(store: str = typer.Option(None, "--store", "-s", help="stdio: the store file (default mnemo.duckdb; "
+                                        "':memory:' for a throwaway store). Not with --transport http."),
+              embedder: str = EMBEDDER, llm: str = LLM,
+              transport: str = typer.Option("stdio", help="stdio (for a desktop client) | http (streamable HTTP, "
+                                            "API keys required, one store per tenant)."),
               host: str = typer.Option("127.0.0.1", help="Interface to listen on with --transport http."),
               port: int = typer.Option(8765, help="Port to listen on with --transport http."),
-              path: str = typer.Option("/mcp", help="URL path of the MCP endpoint with --transport http.")) -> None:
+              path: str = typer.Option("/mcp", help="URL path of the MCP endpoint with --transport http."),
+              store_dir: str = STORE_DIR, keys: Path = KEYS, quota_calls: int = QUOTA_CALLS,
+              quota_window: float = QUOTA_WINDOW) -> None:
     """Serve the memory tools over MCP: remember, recall, forget, history, list_memories, audit, assess, export."""
     from .server.mcp import serve
+    from .server.tenants import ServerConfig, load_keys
 
-    serve(store, transport=transport, host=host, port=port, path=path, embedder=embedder, llm=llm)
+    if transport != "http":
+        serve(store, transport=transport, embedder=embedder, llm=llm)
+        return
+    cfg = ServerConfig(store_dir=_store_dir(store_dir), embedder=embedder, llm=llm, quota_calls=quota_calls,
+                       quota_window_s=quota_window)
+    serve(store, transport=transport, host=host, port=port, path=path, keys=load_keys(keys), cfg=cfg)
+
+
+def _store_dir(store_dir: str | None) -> str | None:
+    """Return `store_dir`, creating a folder (not a DSN); warn that without one nothing outlives the process."""
+    from .store import is_dsn
+
+    if store_dir and not is_dsn(store_dir):
+        Path(store_dir).mkdir(parents=True, exist_ok=True)
+    elif not store_dir:
+        Console(stderr=True).print("[yellow]no --store-dir: every tenant's memories are lost when the server stops"
+                                   "[/yellow]")
+    return store_dir
 
 
 def _load_object(spec: str) -> Any:
@@ -278,18 +310,13 @@ def _load_object(spec: str) -> Any:
 
 
 @serve_app.command("http")
-def serve_http(store_dir: str = typer.Option(None, help="One <tenant>.duckdb per tenant in this folder, or one "
-                                                        "schema per tenant of this postgresql:// DSN (default: a "
-                                                        "throwaway in-memory store per tenant)."),
-               keys: Path = typer.Option(None, help="File of API keys, KEY:TENANT a line or a JSON object "
-                                                    "(default: $MNEMO_API_KEYS='KEY:TENANT,...')."),
+def serve_http(store_dir: str = STORE_DIR, keys: Path = KEYS,
                host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
                port: int = typer.Option(8080, help="Port to listen on."),
                embedder: str = EMBEDDER, llm: str = LLM,
                recipe_name: str = typer.Option(None, "--recipe", help="Config recipe for every tenant's memory."),
                max_body_bytes: int = typer.Option(1_048_576, help="Larger request bodies get 413."),
-               quota_calls: int = typer.Option(120, help="Model-calling requests per tenant per window (else 429)."),
-               quota_window: float = typer.Option(60.0, help="Quota window in seconds."),
+               quota_calls: int = QUOTA_CALLS, quota_window: float = QUOTA_WINDOW,
                tools: str = typer.Option(None, help="Systems of record for assess, as 'package.module:NAME' "
                                                     "(default: none, trust from provenance only)."),
                experiments: Path = typer.Option(None, help="Folder of sweep results (results.json, *.png) the "
@@ -298,14 +325,8 @@ def serve_http(store_dir: str = typer.Option(None, help="One <tenant>.duckdb per
     """Serve the library over HTTP (FastAPI): API keys map to tenants, one store per tenant, quotas, /readyz."""
     from .server.http import serve
     from .server.tenants import ServerConfig, load_keys
-    from .store import is_dsn
 
-    if store_dir and not is_dsn(store_dir):
-        Path(store_dir).mkdir(parents=True, exist_ok=True)
-    else:
-        Console(stderr=True).print("[yellow]no --store-dir: every tenant's memories are lost when the server stops"
-                                   "[/yellow]")
-    cfg = ServerConfig(store_dir=store_dir, embedder=embedder, llm=llm, recipe=recipe_name,
+    cfg = ServerConfig(store_dir=_store_dir(store_dir), embedder=embedder, llm=llm, recipe=recipe_name,
                        max_body_bytes=max_body_bytes, quota_calls=quota_calls, quota_window_s=quota_window)
     Console(stderr=True).print(f"explorer: http://{host}:{port}/explorer")
     serve(load_keys(keys), cfg, host=host, port=port, tools=_load_object(tools) if tools else None,
@@ -516,7 +537,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
 RUNS = typer.Option(Path("experiments/runs"), "--runs", help="Folder of the runs: one folder per grid, one per point.")
 WORKERS = typer.Option(None, "--workers", "-w", help="Local processes running points in parallel (default: one per CPU).")
 SCHEDULER = typer.Option(None, "--scheduler", help="Address of a running Dask scheduler (e.g. tcp://HOST:8786) to run "
-                                                   "points on instead of local processes; workers must share the folders.")
+                                                   "points on instead of local processes; workers must share the folders "
+                                                   "unless --objects is given.")
 
 
 def _sweep_line(report) -> str:
@@ -527,6 +549,9 @@ def _sweep_line(report) -> str:
 @app.command("sweep")
 def sweep_cmd(grid: Path = typer.Argument(..., help="A grid YAML file (see experiments/*.yaml)."),
               runs: Path = RUNS, workers: int = WORKERS, scheduler: str = SCHEDULER,
+              objects: str = typer.Option(None, "--objects", help="With --scheduler: an object store (a path, "
+                                          "oss://BUCKET/PREFIX or s3://BUCKET/PREFIX) the workers push each point's "
+                                          "folder to; it is pulled into --runs, every file checked."),
               out: Path = typer.Option(Path("experiments/results.parquet"), "--out", "-o",
                                        help="Table every finished point is collected into (.parquet or .duckdb)."),
               collect: bool = typer.Option(True, "--collect/--no-collect", help="Collect the results after the sweep.")
@@ -535,7 +560,7 @@ def sweep_cmd(grid: Path = typer.Argument(..., help="A grid YAML file (see exper
     from .sweeps import collect as collect_runs
     from .sweeps import sweep
 
-    report = sweep(grid, runs, workers=workers, scheduler=scheduler)
+    report = sweep(grid, runs, workers=workers, scheduler=scheduler, objects=objects)
     console.print(_sweep_line(report))
     if report.note:
         console.print(f"{report.grid}: {report.note}", soft_wrap=True)

@@ -293,6 +293,32 @@ def run_point(notebook: str, folder: str, params: dict[str, Any], context: dict[
     return {**status, "status": "done", "runtime_s": runtime}
 
 
+def run_point_shipped(objects: str, key: str, notebook_text: str, notebook_name: str, folder: str,
+                      params: dict[str, Any], context: dict[str, Any] | None = None, kernel: str = KERNEL,
+                      timeout_s: float | None = None, grid: str = "", note: str = "") -> dict[str, Any]:
+    """Run one point where the client's folders are not (a Dask worker on another machine); return its status.
+
+    The notebook travels as text; the point runs in a temporary folder, and what it wrote
+    (results, executed notebook, `done` or error.txt) is pushed to the object store
+    `objects` under `key`, each file verified (`archive.push_dir`). The client pulls it into
+    `folder`. Paths the runner set inside `folder` (out_dir, store_path) point at the copy.
+    Like `run_point`, one point per process at a time: run Dask workers with one thread
+    each (`dask worker ADDRESS --nthreads 1 --nworkers N`).
+    """
+    from .archive import push_dir
+    from .objectstore import open_store
+
+    with tempfile.TemporaryDirectory(prefix="mnemo-point-") as tmp:
+        local = Path(tmp) / Path(folder).name
+        notebook = Path(tmp) / notebook_name
+        notebook.write_text(notebook_text, encoding="utf-8")
+        moved = {k: str(local / Path(v).relative_to(folder)) if isinstance(v, str) and Path(v).is_relative_to(folder)
+                 else v for k, v in (context or {}).items()}
+        status = run_point(str(notebook), str(local), params, moved, kernel, timeout_s, grid, note)
+        push_dir(open_store(objects), local, key)
+    return {**status, "folder": folder, "key": key}
+
+
 def plan(grid: Grid, runs_dir: str | Path = "experiments/runs",
          context: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
     """Return (points, what to inject, a note) after checking every grid name against the notebook's parameters.
@@ -328,26 +354,33 @@ def plan(grid: Grid, runs_dir: str | Path = "experiments/runs",
 
 def sweep(grid: Grid | str | Path, runs_dir: str | Path = "experiments/runs", *, workers: int | None = None,
           scheduler: str | None = None, context: dict[str, Any] | None = None, progress: bool = True,
-          kernel: str = KERNEL, on_point: Callable[[dict[str, Any]], None] | None = None) -> SweepReport:
+          kernel: str = KERNEL, on_point: Callable[[dict[str, Any]], None] | None = None,
+          objects: str | None = None) -> SweepReport:
     """Run every unfinished point of `grid` and return the report; finished points are skipped.
 
     Points run in parallel on `workers` local processes (default: one per CPU), or on the Dask
-    cluster at `scheduler` (an address such as "tcp://127.0.0.1:8786"; its workers must see
-    the same filesystem and have mnemo installed). A failing point is recorded, never raised.
+    cluster at `scheduler` (an address such as "tcp://127.0.0.1:8786"; its workers have mnemo
+    installed and either see the same filesystem or, with `objects` (an object-store URL they
+    and this process can reach, see `objectstore.open_store`), send each point's folder back
+    through it: `run_point_shipped`). A failing point is recorded, never raised.
     """
     return sweep_many([grid], runs_dir, workers=workers, scheduler=scheduler, context=context, progress=progress,
-                      kernel=kernel, on_point=on_point)[0]
+                      kernel=kernel, on_point=on_point, objects=objects)[0]
 
 
 def sweep_many(grids: Sequence[Grid | str | Path], runs_dir: str | Path = "experiments/runs", *,
                workers: int | None = None, scheduler: str | None = None, context: dict[str, Any] | None = None,
                progress: bool = True, kernel: str = KERNEL,
-               on_point: Callable[[dict[str, Any]], None] | None = None) -> list[SweepReport]:
+               on_point: Callable[[dict[str, Any]], None] | None = None,
+               objects: str | None = None) -> list[SweepReport]:
     """Run several grids' unfinished points on one pool of workers; return one report per grid.
 
     Every grid is checked before anything runs. Points start longest first (by each grid's
     `cost_s`), so a single long point does not leave the other workers idle at the end.
     """
+    if objects and not scheduler:
+        raise SweepError("objects ships points back from Dask workers that do not share this folder; give "
+                         "scheduler too, or leave objects out to run on local processes")
     loaded = [g if isinstance(g, Grid) else load_grid(g) for g in grids]
     if len({g.name for g in loaded}) != len(loaded):
         raise SweepError(f"grid names must be unique in one sweep, got {[g.name for g in loaded]}")
@@ -369,7 +402,7 @@ def sweep_many(grids: Sequence[Grid | str | Path], runs_dir: str | Path = "exper
 
     with tqdm(total=total, initial=total - len(jobs), desc=", ".join(reports), unit="point",
               disable=not progress) as bar:
-        for status in _execute([job for _, job in jobs], workers, scheduler):
+        for status in _execute([job for _, job in jobs], workers, scheduler, objects):
             reports[status["grid"]].points.append(status)
             bar.update(1)
             bar.set_postfix(failed=sum(r.count("error") for r in reports.values()))
@@ -380,7 +413,7 @@ def sweep_many(grids: Sequence[Grid | str | Path], runs_dir: str | Path = "exper
     return list(reports.values())
 
 
-def _execute(jobs: list[tuple], workers: int | None, scheduler: str | None):
+def _execute(jobs: list[tuple], workers: int | None, scheduler: str | None, objects: str | None = None):
     """Yield each job's status as it finishes: on a Dask cluster, in local processes, or inline for one worker."""
     if not jobs:
         return
@@ -394,10 +427,13 @@ def _execute(jobs: list[tuple], workers: int | None, scheduler: str | None):
             raise SweepError(f"cannot reach the Dask scheduler at {scheduler}: {exc}; start one "
                              "(`dask scheduler`, `dask worker ADDRESS`) or leave --scheduler out") from exc
         with client:
-            futures = [client.submit(run_point, *job, pure=False, key=f"mnemo-{job[6]}-{Path(job[1]).name}")
+            futures = [client.submit(*_dask_job(job, objects), pure=False, key=f"mnemo-{job[6]}-{Path(job[1]).name}")
                        for job in jobs]
             for fut in dask_completed(futures):
-                yield fut.result()
+                status = fut.result()
+                if objects:
+                    _fetch_point(objects, status)
+                yield status
         return
     n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
     if n == 1:
@@ -409,6 +445,26 @@ def _execute(jobs: list[tuple], workers: int | None, scheduler: str | None):
         futures = [pool.submit(run_point, *job) for job in jobs]
         for fut in as_completed(futures):
             yield fut.result()
+
+
+def _dask_job(job: tuple, objects: str | None) -> tuple:
+    """Return (function, *arguments) a Dask worker runs for `job`: in place, or shipped through `objects`."""
+    if not objects:
+        return (run_point, *job)
+    notebook, folder = Path(job[0]), job[1]
+    key = f"sweeps/{job[6]}/{Path(folder).name}"
+    return (run_point_shipped, objects, key, notebook.read_text(encoding="utf-8"), notebook.name, *job[1:])
+
+
+def _fetch_point(objects: str, status: dict[str, Any]) -> None:
+    """Pull a shipped point into its folder here, every file checked, after clearing what an earlier try left."""
+    from .archive import pull_dir
+    from .objectstore import open_store
+
+    folder = Path(status["folder"])
+    folder.mkdir(parents=True, exist_ok=True)
+    _clear(folder)
+    pull_dir(open_store(objects), status["key"], folder)
 
 
 # ----------------------------------------------------------------- results

@@ -1,4 +1,4 @@
-"""Cold archive contract: the same tests against a local directory and a real S3 server (SeaweedFS on loopback)."""
+"""Cold archive contract: the same tests on both store engines, against a local directory and a real S3 server (SeaweedFS)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from mnemo.embed import HashEmbedder
 from mnemo.errors import EmbedderMismatch, InvalidInput, StoreError
 from mnemo.model import Event, Link, MemoryRecord
 from mnemo.objectstore import ChecksumMismatch, LocalStore, ObjectStoreError, S3Store, file_sha256
-from mnemo.store import SCHEMA_VERSION, new_id
-from mnemo.store import DuckDBStore as Store
+from mnemo.store import SCHEMA_VERSION, Store, new_id
 
 EMB = HashEmbedder(64)
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -38,10 +37,9 @@ def objects(request, tmp_path):
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "hot.duckdb", embedder=EMB.name, dim=EMB.dim)
-    yield s
-    s.close()
+def store(backend):
+    """The hot store, on each engine (conftest's `backend`: DuckDB, and PostgreSQL when one is reachable)."""
+    return backend.open("hot", embedder=EMB.name, dim=EMB.dim)
 
 
 def mem(text, *, status="active", at=None, successor=None, **kw):
@@ -136,15 +134,41 @@ def test_restore_refuses_ids_already_present(store, objects):
     assert store.table_digests() == before
 
 
-def test_restore_refuses_another_embedder(store, objects, tmp_path):
+def test_restore_refuses_another_embedder(store, objects, backend):
     populate(store)
     report = archive(store, objects, retention=RETENTION, now=NOW)
-    other = Store(tmp_path / "other.duckdb", embedder="hash-bow-32", dim=32)
+    other = backend.open("other", embedder="hash-bow-32", dim=32)
+    with pytest.raises(EmbedderMismatch):
+        restore(other, objects, report.run_id)
+
+
+def test_an_archive_restores_into_the_other_engine(tmp_path):
+    """PostgreSQL's archive restores into DuckDB and back: same files, rows intact; digests are per engine."""
+    from conftest import Backend
+
+    pg, duck = Backend("postgres", tmp_path), Backend("duckdb", tmp_path)
     try:
-        with pytest.raises(EmbedderMismatch):
-            restore(other, objects, report.run_id)
+        source = pg.open("source", embedder=EMB.name, dim=EMB.dim)
+        m = populate(source)
+        cold = LocalStore(tmp_path / "cold")
+        report = archive(source, cold, retention=RETENTION, now=NOW)
+        assert manifest(cold, report.run_id)["engine"].startswith("postgres ")
+        into = duck.open("into", embedder=EMB.name, dim=EMB.dim)
+        back = restore(into, cold, report.run_id)
+        assert back.rows == report.rows and not back.digests_checked and "restored into duckdb" in back.note
+        for k in ARCHIVED:
+            assert into.get(m[k].id) == m[k]
+            np.testing.assert_allclose(into.vectors([m[k].id])[0], EMB.embed([m[k].text])[0], rtol=1e-6)
+        assert len(into.events(m["berlin"].id)) == 2 and into.links([m["gone"].id])[0].kind == "because"
+        # And back the other way: DuckDB archives what it restored, PostgreSQL takes it in again.
+        again = archive(into, cold, retention=RETENTION, now=NOW)
+        assert again.purged == report.rows
+        home = restore(source, cold, again.run_id)
+        assert home.rows == report.rows and not home.digests_checked
+        assert {k: source.get(m[k].id) for k in ARCHIVED} == {k: m[k] for k in ARCHIVED}
     finally:
-        other.close()
+        duck.cleanup()
+        pg.cleanup()
 
 
 class CorruptingStore(LocalStore):
@@ -209,7 +233,7 @@ def test_restore_refuses_a_damaged_partition(store, tmp_path):
 
 
 @pytest.mark.slow
-def test_100k_tombstones_round_trip_without_loss(store, tmp_path):
+def test_100k_tombstones_round_trip_without_loss(store, backend, tmp_path):
     """100k tombstones over a year of months, with events and links: counts and row digests survive."""
     n = 100_000
     texts = [f"note {i} about item {i % 997} in warehouse {i % 13}" for i in range(n)]
@@ -231,9 +255,11 @@ def test_100k_tombstones_round_trip_without_loss(store, tmp_path):
     man = manifest(cold, report.run_id)
     assert sum(p["files"]["memories"]["rows"] for p in man["partitions"]) == n
     assert len(man["partitions"]) == 11
-    restore(store, cold, report.run_id)
-    assert store.table_digests() == before
-    assert len(store.index) == n
+    back = restore(store, cold, report.run_id)
+    assert store.table_digests() == before and back.digests_checked
+    if backend.name == "duckdb":
+        assert len(store.index) == n, "the in-process index follows the restore"
+    np.testing.assert_allclose(store.vectors([records[5].id, records[-1].id]), vectors[[5, -1]], rtol=1e-6)
 
 
 def test_push_and_pull_experiment_runs(objects, tmp_path, monkeypatch):
@@ -285,3 +311,19 @@ def test_cli_archive_list_restore(tmp_path):
         assert m.store.table_digests() == before and m.get(gone.id).status == "forgotten"
     missing = run.invoke(app, ["archive", "--store", path], env={"MNEMO_ARCHIVE": ""})
     assert missing.exit_code != 0 and "MNEMO_ARCHIVE" in missing.output
+
+
+def test_purge_rolls_back_when_another_replica_writes_meanwhile(pg_backend, tmp_path):
+    """On PostgreSQL the meddler is another connection to the same schema, as a second replica would be."""
+    store = pg_backend.open("hot", embedder=EMB.name, dim=EMB.dim)
+    replica = pg_backend.open("hot", embedder=EMB.name, dim=EMB.dim)
+    m = populate(store)
+    before = store.table_digests()
+    with pytest.raises(StoreError, match="nothing was deleted"):
+        archive(store, MeddlingStore(tmp_path / "cold", replica, m["gone"].id), retention=RETENTION, now=NOW)
+    after = store.table_digests()
+    assert after["memories"] == before["memories"] and after["links"] == before["links"]
+    assert after["events"][0] == before["events"][0] + 1, "only the replica's event was added"
+    # Once the replica is done, a new run archives everything, its new event included.
+    report = archive(store, LocalStore(tmp_path / "cold2"), retention=RETENTION, now=NOW)
+    assert report.purged == {"memories": 4, "events": 9, "links": 3}

@@ -33,18 +33,23 @@ deploy = importlib.util.module_from_spec(SPEC)
 sys.modules[SPEC.name] = deploy  # dataclasses look their module up while the class is built
 SPEC.loader.exec_module(deploy)
 EXAMPLE = ROOT / "deploy" / "ecs" / "deploy.example.yaml"
+REPLICAS = ROOT / "deploy" / "ecs" / "deploy.replicas.example.yaml"
 SECRETS = {"MNEMO_API_KEYS": "k-live-0123456789abcdef:acme", "DASHSCOPE_API_KEY": "sk-dashscope-secret-value"}
 AK, SK = "LTAI-test-access-key", "test-access-secret-do-not-print"
 
 
-def settings(**overrides):
-    return deploy.Settings.load(EXAMPLE, **overrides)
+def settings(example=EXAMPLE, **overrides):
+    return deploy.Settings.load(example, **overrides)
+
+
+PROFILES = pytest.mark.parametrize("example", [EXAMPLE, REPLICAS], ids=["single", "replicas"])
 
 
 # ----------------------------------------------------------------- rendered files
-def test_user_data_passes_cloud_init_schema(tmp_path):
+@PROFILES
+def test_user_data_passes_cloud_init_schema(tmp_path, example):
     user_data = tmp_path / "user-data.yaml"
-    user_data.write_text(deploy.render_user_data(settings()))
+    user_data.write_text(deploy.render_user_data(settings(example)))
     schema_file = Path("/usr/lib/python3/dist-packages/cloudinit/config/schemas/schema-cloud-config-v1.json")
     require_tool(schema_file.exists() and shutil.which("cloud-init") is not None, "cloud-init",
                  "install cloud-init: apt-get install -y --no-install-recommends cloud-init")
@@ -62,48 +67,66 @@ def test_user_data_passes_cloud_init_schema(tmp_path):
         known |= set(schema.get("$defs", {}).get(name, {}).get("properties", {}))
     assert set(doc) <= known, set(doc) - known
     assert user_data.read_text().startswith("#cloud-config\n")
-    assert doc["write_files"][0]["content"] == deploy.render_rollout(settings())
+    assert doc["write_files"][0]["content"] == deploy.render_rollout(settings(example))
     assert doc["runcmd"] == [["/usr/local/sbin/mnemo-rollout"]]
 
 
-def test_user_data_holds_no_secret(monkeypatch):
-    for k, v in SECRETS.items():
+@PROFILES
+def test_user_data_holds_no_secret(monkeypatch, example):
+    for k, v in {**SECRETS, "PGPASSWORD": "pg-secret-password"}.items():
         monkeypatch.setenv(k, v)
-    text = deploy.render_user_data(settings())
-    assert not any(v in text for v in SECRETS.values())
+    text = deploy.render_user_data(settings(example))
+    assert not any(v in text for v in [*SECRETS.values(), "pg-secret-password"])
 
 
-def test_unit_passes_systemd_analyze_verify(tmp_path):
+@PROFILES
+def test_unit_passes_systemd_analyze_verify(tmp_path, example):
     require_tool(shutil.which("systemd-analyze") is not None, "systemd-analyze", "install systemd: apt-get install -y systemd")
     # ExecStart must name an existing binary for verify: point the venv at this interpreter's.
     unit = tmp_path / "mnemo.service"
-    unit.write_text(deploy.render_unit(settings(venv=sys.prefix, store_dir=str(tmp_path))))
+    unit.write_text(deploy.render_unit(settings(example, venv=sys.prefix, store_dir=str(tmp_path),
+                                                state_dir=str(tmp_path))))
     res = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
     assert res.returncode == 0 and not (res.stdout + res.stderr).strip(), res.stdout + res.stderr
 
 
-def test_rollout_is_valid_sh_and_writes_the_unit_verbatim(tmp_path):
-    s = settings()
+@PROFILES
+def test_rollout_is_valid_sh_and_writes_the_unit_verbatim(tmp_path, example):
+    s = settings(example)
     script = tmp_path / "rollout.sh"
     script.write_text(deploy.render_rollout(s))
     assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
     text = script.read_text()
     unit = text.split("<<'MNEMO_UNIT'\n", 1)[1].split("\nMNEMO_UNIT\n", 1)[0]
     assert unit + "\n" == deploy.render_unit(s)
-    assert "'mnemo-ltm[server]==0.1.0'" in text and "/healthz" in text
+    assert "'mnemo-ltm[server]==0.1.0'" in text
+    # A replica is up when it is ready (its database answers), not merely alive.
+    assert ("/readyz" if s.profile == "replicas" else "/healthz") in text
 
 
 def test_render_writes_three_files(tmp_path):
     paths = deploy.render(settings(protocol="mcp", port=8765), tmp_path / "out")
     assert [p.name for p in paths] == ["mnemo.service", "rollout.sh", "user-data.yaml"]
-    assert "serve mcp --store /var/lib/mnemo/mnemo.duckdb --transport http" in paths[0].read_text()
+    assert "serve mcp --transport http --store-dir /var/lib/mnemo --host" in paths[0].read_text()
+    replicas = deploy.render(settings(REPLICAS), tmp_path / "replicas")[0].read_text()
+    assert "serve http --store-dir postgresql://mnemo@pgm-REPLACE-ME.pg.rds.aliyuncs.com:5432/mnemo?schema=mnemo" \
+        "&sslmode=require --host 0.0.0.0 --port 8080" in replicas
+    assert "WorkingDirectory=/var/lib/mnemo" in replicas and "DuckDB allows one writer" not in replicas
 
 
 @pytest.mark.parametrize("bad, match", [
     ({"colour": "blue"}, "unknown setting"), ({"port": 70000}, "port"), ({"protocol": "grpc"}, "protocol"),
     ({"store_dir": "relative/dir"}, "store_dir"), ({"venv": "/opt/my venv"}, "venv"),
     ({"package": "mnemo'; rm -rf /"}, "package"), ({"bind": "0.0.0.0; curl x"}, "bind"),
-    ({"env_keys": ["lower"]}, "env_keys")])
+    ({"env_keys": ["lower"]}, "env_keys"), ({"profile": "cluster"}, "profile"),
+    ({"profile": "replicas", "instances": 2}, "database_url"),
+    ({"profile": "replicas", "instances": 1, "database_url": "postgresql://u@h/db"}, "instances"),
+    ({"profile": "replicas", "instances": 2, "database_url": "postgresql://u:secret@h/db"}, "without a password"),
+    ({"profile": "replicas", "instances": 2, "database_url": "postgresql://u@h/db?x=%41"}, "database_url"),
+    ({"profile": "replicas", "instances": 2, "database_url": "postgresql://u@h/db; rm -rf /"}, "database_url"),
+    ({"profile": "replicas", "instances": 2, "database_url": "postgresql://u@h/db"}, "PGPASSWORD"),
+    ({"profile": "replicas", "instances": 2, "database_url": "postgresql://u@h/db", "protocol": "mcp",
+      "env_keys": ["PGPASSWORD"]}, "protocol: http")])
 def test_settings_are_strict(bad, match, tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(bad))
@@ -117,9 +140,12 @@ class FakeECS(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, instances=()):
+    def __init__(self, fail_rollouts=0):
         super().__init__(("127.0.0.1", 0), _ECSHandler)
-        self.instances, self.calls = list(instances), []
+        self.instances: dict[str, str] = {}  # name -> id
+        self.balancers: list[str] = []
+        self.calls: list[dict] = []
+        self.fail_rollouts = fail_rollouts  # the first N Cloud Assistant runs end Failed
 
     def __enter__(self):
         threading.Thread(target=self.serve_forever, daemon=True).start()
@@ -157,14 +183,25 @@ class _ECSHandler(BaseHTTPRequestHandler):
         if not ok:
             body = {"Code": "IncompleteSignature", "Message": "The request signature does not conform.", "RequestId": "r"}
             return self._send(400, body)
-        body = {"RequestId": "r"}
+        body, params, fake = {"RequestId": "r"}, dict(query), self.server
         if action == "DescribeInstances":
-            body["Instances"] = {"Instance": [{"InstanceId": i} for i in self.server.instances]}
+            found = [i for n, i in fake.instances.items() if n == params.get("InstanceName")]
+            body["Instances"] = {"Instance": [{"InstanceId": i} for i in found]}
         elif action == "RunInstances":
-            body["InstanceIdSets"] = {"InstanceIdSet": ["i-new0001"]}
-            self.server.instances.append("i-new0001")
+            new = f"i-new{len(fake.instances) + 1:04d}"
+            fake.instances[params["InstanceName"]] = new
+            body["InstanceIdSets"] = {"InstanceIdSet": [new]}
         elif action == "RunCommand":
-            body.update({"CommandId": "c-1", "InvokeId": "t-1"})
+            body.update({"CommandId": "c-1", "InvokeId": f"t-{sum(c['action'] == 'RunCommand' for c in fake.calls)}"})
+        elif action == "DescribeInvocationResults":
+            failed = int(params["InvokeId"].split("-")[1]) <= fake.fail_rollouts
+            result = {"InvocationStatus": "Failed" if failed else "Success", "ExitCode": 1 if failed else 0}
+            body["Invocation"] = {"InvocationResults": {"InvocationResult": [result]}}
+        elif action == "DescribeLoadBalancers":
+            body["LoadBalancers"] = {"LoadBalancer": [{"LoadBalancerId": b} for b in fake.balancers]}
+        elif action == "CreateLoadBalancer":
+            fake.balancers.append("lb-new0001")
+            body.update({"LoadBalancerId": "lb-new0001", "Address": "192.168.0.10"})
         self._send(200, body)
 
     def _send(self, status, body):
@@ -179,6 +216,11 @@ class _ECSHandler(BaseHTTPRequestHandler):
 def ecs_client(server, secret=SK):
     env = {"ALIBABA_CLOUD_ACCESS_KEY_ID": AK, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": secret}
     return deploy.ecs_client(settings(), env, endpoint=f"127.0.0.1:{server.server_address[1]}", protocol="http")
+
+
+def slb_client(server, secret=SK):
+    env = {"ALIBABA_CLOUD_ACCESS_KEY_ID": AK, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": secret}
+    return deploy.slb_client(settings(), env, endpoint=f"127.0.0.1:{server.server_address[1]}", protocol="http")
 
 
 def test_ecs_creates_then_rolls_out_through_the_sdk():
@@ -220,6 +262,70 @@ def test_ecs_dry_run_prints_every_request_and_no_secret():
 def test_ecs_without_credentials_says_which_variables():
     with pytest.raises(deploy.DeployError, match="ALIBABA_CLOUD_ACCESS_KEY_ID"):
         deploy.deploy_ecs(settings(), {}, dry_run=False)
+
+
+def _replicas(server, s, **kw):
+    return deploy.deploy_ecs(s, {}, dry_run=False, out=io.StringIO(), client=ecs_client(server),
+                             slb=slb_client(server), poll_s=0.01, **kw)
+
+
+def test_replicas_create_instances_and_slb_then_roll_out_one_at_a_time():
+    s = settings(REPLICAS, instances=3)
+    with FakeECS() as server:
+        first = _replicas(server, s)
+        made = len(server.calls)
+        second = _replicas(server, s)
+    assert all(c["signed"] for c in server.calls), "SLB calls are signed like the ECS SDK's"
+    assert first["created"] == ["mnemo-1", "mnemo-2", "mnemo-3"] and first["load_balancer_id"] == "lb-new0001"
+    assert [c["action"] for c in server.calls[:made]] == [
+        "DescribeInstances", "RunInstances"] * 3 + ["DescribeLoadBalancers", "CreateLoadBalancer",
+                                                     "CreateLoadBalancerHTTPListener", "StartLoadBalancerListener",
+                                                     "AddBackendServers"]
+    calls = {c["action"]: c["params"] for c in server.calls[:made]}
+    assert [c["params"]["InstanceName"] for c in server.calls[:made] if c["action"] == "RunInstances"] == \
+        ["mnemo-1", "mnemo-2", "mnemo-3"]
+    listener = calls["CreateLoadBalancerHTTPListener"]
+    assert (listener["LoadBalancerId"], listener["HealthCheckURI"], listener["BackendServerPort"],
+            listener["ListenerPort"]) == ("lb-new0001", "/readyz", "8080", "80")
+    assert calls["CreateLoadBalancer"]["VSwitchId"] == s.vswitch_id
+    assert calls["CreateLoadBalancer"]["AddressType"] == "intranet"
+    servers = json.loads(calls["AddBackendServers"]["BackendServers"])
+    assert [b["ServerId"] for b in servers] == ["i-new0001", "i-new0002", "i-new0003"]
+    # The second deploy finds everything and rolls out in turn: each run is waited for before the next starts.
+    assert second == {"action": "replicas", "created": [], "updated": ["mnemo-1", "mnemo-2", "mnemo-3"],
+                      "load_balancer_id": "lb-new0001", "instance_ids": ["i-new0001", "i-new0002", "i-new0003"]}
+    later = server.calls[made:]
+    assert [c["action"] for c in later] == ["DescribeInstances"] * 3 + ["DescribeLoadBalancers", "AddBackendServers"] \
+        + ["RunCommand", "DescribeInvocationResults"] * 3
+    assert [c["params"]["InstanceId.1"] for c in later if c["action"] == "RunCommand"] == \
+        ["i-new0001", "i-new0002", "i-new0003"]
+    assert base64.b64decode(later[5]["params"]["CommandContent"]).decode() == deploy.render_rollout(s)
+
+
+def test_replicas_stop_at_the_first_failed_rollout():
+    s = settings(REPLICAS)
+    with FakeECS() as server:
+        _replicas(server, s)
+        server.fail_rollouts = 1
+        with pytest.raises(deploy.DeployError, match="ended Failed"):
+            _replicas(server, s)
+    assert sum(c["action"] == "RunCommand" for c in server.calls) == 1, "the second instance was not touched"
+
+
+def test_replicas_dry_run_lists_every_api_call_and_no_secret():
+    out = io.StringIO()
+    env = {"ALIBABA_CLOUD_ACCESS_KEY_ID": AK, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": SK, **SECRETS, "PGPASSWORD": "pw-x"}
+    assert deploy.deploy_ecs(settings(REPLICAS), env, dry_run=True, out=out) == {"action": "dry-run"}
+    head, body = out.getvalue().split("\n", 1)
+    for action in ("DescribeInstances", "RunInstances", "RunCommand", "DescribeInvocationResults",
+                   "DescribeLoadBalancers", "CreateLoadBalancer", "CreateLoadBalancerHTTPListener",
+                   "StartLoadBalancerListener", "AddBackendServers"):
+        assert action in head, action
+    shown = json.loads(body)
+    assert sorted(shown["instances"]) == ["mnemo-1", "mnemo-2"]
+    assert shown["instances"]["mnemo-2"]["create"]["InstanceName"] == "mnemo-2"
+    assert shown["slb"]["listener"]["HealthCheckURI"] == "/readyz"
+    assert AK not in body and SK not in body and "pw-x" not in body
 
 
 # ----------------------------------------------------------------- ssh
@@ -369,3 +475,48 @@ def test_service_from_rendered_unit_answers_and_survives_kill_9(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(20)
+
+
+@pytest.mark.slow
+def test_two_replicas_from_the_rendered_units_share_one_postgres(tmp_path):
+    """The replicas profile's unit, started twice on loopback over a real PostgreSQL: both ready, one database."""
+    import uuid
+
+    import psycopg
+    from conftest import require_postgres
+
+    from mnemo.store import split_dsn
+
+    dsn = require_postgres()
+    schema = f"d{uuid.uuid4().hex[:10]}"
+    env_file = tmp_path / "mnemo.env"
+    env_file.write_text("MNEMO_API_KEYS=test-key-0123456789abcdef:acme\nPGPASSWORD=unused-with-trust-auth\n")
+    procs, bases = [], []
+    try:
+        for _ in range(2):
+            port = _free_port()
+            s = settings(REPLICAS, venv=sys.prefix, state_dir=str(tmp_path), env_file=str(env_file), bind="127.0.0.1",
+                         port=port, database_url=f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}")
+            procs.append(_start(_unit_service(deploy.render_unit(s)), env_file))
+            bases.append(f"http://127.0.0.1:{port}")
+        for base, proc in zip(bases, procs, strict=True):
+            _wait_healthy(base, proc)
+            deadline = time.monotonic() + 60
+            while requests.get(f"{base}/readyz", timeout=30).status_code != 200:
+                assert time.monotonic() < deadline, "replica never ready"
+                time.sleep(0.2)
+        auth = {"Authorization": "Bearer test-key-0123456789abcdef"}
+        made = requests.post(f"{bases[0]}/v1/memories", headers=auth, timeout=30,
+                             json={"text": "Bay 7 holds the spare pumps", "user": "ops"})
+        assert made.status_code == 200, made.text
+        got = requests.get(f"{bases[1]}/v1/memories/{made.json()['id']}", headers=auth, timeout=30)
+        assert got.status_code == 200 and got.json()["text"] == "Bay 7 holds the spare pumps"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(20)
+        with psycopg.connect(split_dsn(dsn)[0], autocommit=True) as con:
+            for (name,) in con.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s",
+                                       [f"{schema}\\_%"]).fetchall():
+                con.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')

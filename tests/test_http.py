@@ -172,11 +172,14 @@ def test_bad_input_is_4xx_never_500(a):
 def test_quota_on_model_calling_routes_is_429_per_tenant():
     app = create_app(KEYS, ServerConfig(embedder="hash", quota_calls=3, quota_window_s=3600))
     with running(app) as url, httpx.Client(base_url=url, timeout=30) as c:
-        for k in range(3):
+        for k in range(2):
             assert c.post("/v1/remember", headers=_auth(KEY_A), json={"text": f"Note {k}", "user": "u"}).status_code \
                 == 200
+        # The audit may ask the model to judge pairs (live mode), so it is charged too.
+        assert c.post("/v1/audit", headers=_auth(KEY_A), json={"user": "u"}).status_code == 200
         res = c.post("/v1/assess", headers=_auth(KEY_A), json={"query": "note", "user": "u"})
         assert res.status_code == 429 and int(res.headers["Retry-After"]) > 0 and "quota" in res.json()["detail"]
+        assert c.post("/v1/audit", headers=_auth(KEY_A), json={"user": "u"}).status_code == 429
         # Reads are not metered, and another tenant has its own quota.
         assert c.post("/v1/recall", headers=_auth(KEY_A), json={"query": "note", "user": "u"}).status_code == 200
         assert c.post("/v1/remember", headers=_auth(KEY_B), json={"text": "Note", "user": "u"}).status_code == 200
@@ -280,7 +283,7 @@ def test_tenants_on_postgres_get_a_schema_each_survive_a_restart_and_lose_no_con
     import psycopg
     from conftest import require_postgres
 
-    from mnemo.server.tenants import tenant_location
+    from mnemo.server.tenants import service_location, tenant_location
     from mnemo.store import split_dsn
 
     dsn = require_postgres()
@@ -313,5 +316,5 @@ def test_tenants_on_postgres_get_a_schema_each_survive_a_restart_and_lose_no_con
         assert {schemas["acme"], schemas["fuzz"]} <= found
     finally:
         with psycopg.connect(split_dsn(dsn)[0], autocommit=True) as con:
-            for schema in schemas.values():
+            for schema in [*schemas.values(), split_dsn(service_location(store_dir, "quota"))[1]]:
                 con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

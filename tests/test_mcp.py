@@ -8,12 +8,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mnemo import Memory
 from mnemo.agent import exposed_parameters
@@ -40,14 +45,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class HTTPServer:
-    """`mnemo serve mcp --transport http` in a subprocess on a free 127.0.0.1 port."""
+KEY_A, KEY_B = "mcp-key-acme-0123456789", "mcp-key-globex-0123456789"
 
-    def __init__(self, store: Path):
+
+class HTTPServer:
+    """`mnemo serve mcp --transport http` in a subprocess on a free 127.0.0.1 port, serving the tenants of `keys`."""
+
+    def __init__(self, store_dir: Path | str, *extra: str, keys: str = f"{KEY_A}:acme,{KEY_B}:globex"):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.proc = subprocess.Popen([sys.executable, *_args(store, "--transport", "http", "--port", str(self.port))],
-                                     cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        args = ["-m", "mnemo.cli", "serve", "mcp", "--transport", "http", "--store-dir", str(store_dir),
+                "--embedder", "hash", "--llm", "offline", "--port", str(self.port), *extra]
+        self.proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, env={**os.environ, "MNEMO_API_KEYS": keys})
 
     def __enter__(self) -> HTTPServer:
         deadline = time.monotonic() + 60
@@ -76,6 +86,15 @@ class HTTPServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+@asynccontextmanager
+async def _keyed(url: str, key: str | None) -> AsyncIterator[Client]:
+    """The SDK's client over streamable HTTP, sending `key` as a bearer token (None: no header)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else None
+    async with create_mcp_http_client(headers=headers) as http, \
+            Client(streamable_http_client(url, http_client=http), read_timeout_seconds=60) as client:
+        yield client
 
 
 def _data(result: Any) -> dict[str, Any]:
@@ -145,27 +164,160 @@ def test_stdio_round_trip_in_a_fresh_server_process(tmp_path):
 
 @pytest.mark.slow
 def test_streamable_http_round_trip_and_restart(tmp_path):
-    store = tmp_path / "m.duckdb"
-    with HTTPServer(store) as server:
+    with HTTPServer(tmp_path) as server:
         out = _run(_http_session, server.url)
         code = server.stop()
     assert EXPECTED <= out["names"] and out["recalled"]["memories"]
-    assert code == 0, "SIGTERM stops the server cleanly, closing the store"
+    assert code == 0, "SIGTERM stops the server cleanly, closing the stores"
+    assert sorted(p.name for p in tmp_path.glob("*.duckdb")) == ["acme.duckdb"], "one store per tenant"
     remembered = out["added"]["added"][0]["id"]
-    # A new process on the same store file: the memory survived the restart.
-    with HTTPServer(store) as server:
+    # A new process on the same folder: the memory survived the restart.
+    with HTTPServer(tmp_path) as server:
         again = _run(_http_recall, server.url)
     assert remembered in [m["id"] for m in again["memories"]]
 
 
 async def _http_session(url: str) -> dict[str, Any]:
-    async with Client(url, read_timeout_seconds=60) as client:
+    async with _keyed(url, KEY_A) as client:
         return await _remember_and_recall(client)
 
 
 async def _http_recall(url: str) -> dict[str, Any]:
-    async with Client(url, read_timeout_seconds=60) as client:
+    async with _keyed(url, KEY_A) as client:
         return await _recall(client, "Where do I live?")
+
+
+async def _refused(url: str, key: str | None) -> str:
+    """Try to list tools with `key`; return how the SDK client failed (it must fail)."""
+    try:
+        async with _keyed(url, key) as client:
+            await client.list_tools()
+    except BaseException as exc:  # the SDK raises its transport's failure inside exception groups
+        return repr(exc)
+    raise AssertionError(f"key {key!r} was let in")
+
+
+@pytest.mark.slow
+def test_mcp_over_http_refuses_requests_without_a_known_key(tmp_path):
+    with HTTPServer(tmp_path) as server:
+        for key in (None, "not-a-key-0123456789", f"{KEY_A}x", KEY_A[:-1]):
+            assert "error" in _run(_refused, server.url, key).lower()
+        init = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        for headers in ({}, {"Authorization": "Bearer nope-nope-nope-nope"}, {"Authorization": f"Basic {KEY_A}"}):
+            res = httpx.post(server.url, json=init, timeout=30,
+                             headers={**headers, "Accept": "application/json, text/event-stream"})
+            assert res.status_code == 401 and res.headers["www-authenticate"].startswith("Bearer"), res.text
+        # The right key gets in: the refusals above were about the key, not a broken server.
+        assert EXPECTED <= _run(_http_session, server.url)["names"]
+    assert not list(tmp_path.glob("globex*")), "a refused request opened no store"
+
+
+async def _isolation(url: str) -> dict[str, Any]:
+    """A writes and forgets; B probes every tool with A's ids, users and queries; A looks again."""
+    async with _keyed(url, KEY_A) as a:
+        added = _data(await a.call_tool("remember", {"text": "My locker code is 4711.", "user": "alice"}))
+        mid = added["added"][0]["id"]
+        gone = _data(await a.call_tool("remember", {"text": "My parking spot is P7.", "user": "alice"}))
+        gid = gone["added"][0]["id"]
+        _data(await a.call_tool("forget", {"memory_id": gid}))
+        before = _data(await a.call_tool("list_memories", {"include_inactive": True}))
+    async with _keyed(url, KEY_B) as b:
+        seen: dict[str, list[str]] = {}
+        probes = {
+            "remember": [{"text": "My locker code is 1234.", "user": "alice"}],
+            "recall": [{"query": "locker code", "user": "alice"}, {"query": "parking spot", "user": "alice"}],
+            "forget": [{"memory_id": mid}, {"query": "my locker code", "user": "alice"},
+                       {"query": "my locker code", "user": "alice", "dry_run": True}],
+            "history": [{"memory_id": mid}, {"memory_id": gid}],
+            "list_memories": [{}, {"user": "alice", "include_inactive": True}],
+            "audit": [{"user": "alice"}],
+            "assess": [{"query": "locker code", "user": "alice"}],
+            "export": [{}, {"user": "alice", "fmt": "markdown"}],
+        }
+        for name, calls in probes.items():
+            for args in calls:
+                res = await b.call_tool(name, args)
+                seen.setdefault(name, []).append(res.content[0].text if res.content else "")
+    async with _keyed(url, KEY_A) as a:
+        after = _data(await a.call_tool("list_memories", {"include_inactive": True}))
+        story = _data(await a.call_tool("history", {"memory_id": mid}))
+    return {"mid": mid, "gid": gid, "before": before, "after": after, "seen": seen, "story": story,
+            "probed": set(probes)}
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def store_dir(request, tmp_path):
+    """Where the MCP server keeps its tenants: a folder of DuckDB files, or schemas of the test PostgreSQL."""
+    if request.param == "duckdb":
+        yield tmp_path
+        return
+    import uuid
+
+    import psycopg
+    from conftest import require_postgres
+
+    from mnemo.store import split_dsn
+
+    dsn = require_postgres()
+    prefix = f"mcp{uuid.uuid4().hex[:8]}"
+    yield f"{dsn}{'&' if '?' in dsn else '?'}schema={prefix}"
+    with psycopg.connect(split_dsn(dsn)[0], autocommit=True) as con:
+        for (schema,) in con.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s",
+                                     [f"{prefix}\\_%"]).fetchall():
+            con.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.mark.slow
+def test_mcp_over_http_a_tenant_reaches_nothing_of_another_through_any_tool(store_dir, tmp_path):
+    with HTTPServer(store_dir) as server:
+        out = _run(_isolation, server.url)
+    assert out["probed"] == EXPECTED, "every tool is probed, present and future"
+    secrets = ("4711", "P7", out["mid"], out["gid"])
+    for name, texts in out["seen"].items():
+        for text in texts:
+            # A refusal may echo the id B sent (history / forget by id), nothing else of A's.
+            shown = text.replace(out["mid"], "").replace(out["gid"], "") if "NotFound" in text else text
+            assert not any(s in shown for s in secrets), (name, text)
+    assert "NotFound" in out["seen"]["history"][0] and "NotFound" in out["seen"]["forget"][0]
+    assert out["after"] == out["before"], "nothing B did changed A's memories"
+    assert [e["action"] for e in out["story"]["events"]] == ["created"]
+    if store_dir == tmp_path:
+        assert sorted(p.name for p in tmp_path.glob("*.duckdb")) == ["acme.duckdb", "globex.duckdb"]
+
+
+async def _metered(url: str) -> list[str]:
+    async with _keyed(url, KEY_A) as a:
+        calls = [("remember", {"text": "Note one.", "user": "u"}), ("audit", {"user": "u"}),
+                 ("recall", {"query": "note", "user": "u"}), ("assess", {"query": "note", "user": "u"}),
+                 ("list_memories", {})]
+        out = []
+        for name, args in calls:
+            res = await a.call_tool(name, args)
+            out.append(f"{name}:{'error ' + res.content[0].text if res.is_error else 'ok'}")
+    async with _keyed(url, KEY_B) as b:
+        res = await b.call_tool("remember", {"text": "Note two.", "user": "u"})
+        out.append(f"B remember:{'error' if res.is_error else 'ok'}")
+    return out
+
+
+@pytest.mark.slow
+def test_mcp_over_http_charges_model_calling_tools_to_the_tenant_quota(tmp_path):
+    with HTTPServer(tmp_path, "--quota-calls", "2", "--quota-window", "3600") as server:
+        out = _run(_metered, server.url)
+    assert out[:3] == ["remember:ok", "audit:ok", "recall:ok"], out
+    assert out[3].startswith("assess:error") and "QuotaExceeded: quota of 2" in out[3], out
+    assert out[4:] == ["list_memories:ok", "B remember:ok"], "reads are not metered; B has its own quota"
+
+
+def test_mcp_over_http_needs_keys_and_store_dir_not_store(tmp_path):
+    base = [sys.executable, "-m", "mnemo.cli", "serve", "mcp", "--transport", "http", "--port", str(_free_port())]
+    env = {k: v for k, v in os.environ.items() if k != "MNEMO_API_KEYS"}
+    no_keys = subprocess.run([*base, "--store-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60, env=env)
+    assert no_keys.returncode == 2 and "no API keys configured" in " ".join(no_keys.stderr.split()), no_keys.stderr
+    store = subprocess.run([*base, "--store", str(tmp_path / "m.duckdb")], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60, env={**env, "MNEMO_API_KEYS": f"{KEY_A}:acme"})
+    assert store.returncode == 2 and "give --store-dir" in " ".join(store.stderr.split()), store.stderr
 
 
 @pytest.mark.slow

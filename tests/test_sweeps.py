@@ -142,6 +142,36 @@ def test_sweep_on_a_local_dask_cluster(tmp_path, notebook):
     assert sorted(sweeps.collect_frame(tmp_path / "runs")["y"]) == [14, 16]
 
 
+def test_dask_workers_ship_points_back_through_an_object_store(tmp_path, notebook):
+    """Workers that do not share the runs folder: each point is pushed to the object store, then pulled here."""
+    from distributed import LocalCluster
+
+    from mnemo.objectstore import LocalStore
+
+    path = grid_file(tmp_path, notebook, {"x": [7, 8], "fail": [False, True]}, name="ship")
+    cold = tmp_path / "cold"
+    # One thread a worker: papermill changes the process's working directory, and a shipped point's folder
+    # is removed once pushed, so two points in threads of one process could start a kernel in a removed folder.
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://", host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        report = sweeps.sweep(path, tmp_path / "runs", scheduler=cluster.scheduler_address, progress=False,
+                              objects=str(cold))
+    assert report.count("done") == 2 and report.count("error") == 2, report.points
+    assert sorted(sweeps.collect_frame(tmp_path / "runs")["y"]) == [14, 16]
+    objects = LocalStore(cold)
+    for point in report.points:
+        folder, key = Path(point["folder"]), point["key"]
+        assert folder.parent == tmp_path / "runs" / "ship" and key == f"sweeps/ship/{folder.name}"
+        listed = json.loads(objects.get_bytes(f"{key}/manifest.json"))["files"]
+        # What is here is exactly what the worker pushed, byte for byte: a failure ships its traceback too.
+        assert sorted(p.name for p in folder.iterdir()) == sorted(f["path"] for f in listed)
+        for f in listed:
+            assert (folder / f["path"]).read_bytes() == objects.get_bytes(f["key"])
+        assert (folder / ("done" if point["status"] == "done" else "error.txt")).exists()
+    with pytest.raises(sweeps.SweepError, match="give scheduler too"):
+        sweeps.sweep(path, tmp_path / "runs", objects=str(cold), progress=False)
+
+
 def test_cli_sweep_and_collect(tmp_path, notebook):
     path = grid_file(tmp_path, notebook, {"x": [3]}, name="cli")
     runs, out = tmp_path / "runs", tmp_path / "table.parquet"

@@ -10,9 +10,11 @@ include_inactive and filters), GET memories/{id}, GET memories/{id}/history, POS
 audit, POST assess (recall + trust verdict; tools are server-side config, and
 without tools the verdict rests on provenance only), GET export (JSON Lines or
 Markdown, streamed). GET /healthz says the process is alive; GET /readyz says the
-stores open and, with a live model, that the model answers. The OpenAPI schema is
-at /openapi.json. Remember, add, answer, assess and forget-by-query may call the
-model and count against the tenant's quota.
+stores open, that the quota counter answers (on PostgreSQL: the database) and, with a
+live model, that the model answers. The OpenAPI schema is at /openapi.json. Remember,
+add, answer, assess, audit and forget-by-query may call the model and count against
+the tenant's quota; on PostgreSQL the count is kept in the database, so it holds across
+replicas (`tenants.Quota`).
 
 The explorer (GET /explorer, files under /explorer/static) is a page that is only a
 client of these routes: it sends the key the user types in, and shows memories,
@@ -307,13 +309,21 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         failed = []
         for name in tenants.names:
             try:
-                tenants.get(name)
+                # Opened once, then asked each time: a replica whose database restarted reconnects here.
+                tenants.get(name).mem.store.ping()
             except MnemoError as exc:
                 log.error("tenant %s cannot open its store: %s", name, exc)
                 failed.append(name)
         if failed:
             return JSONResponse({"ready": False, "detail": f"{len(failed)} of {len(tenants.names)} tenant stores "
                                  "cannot be opened (see the server log)"}, status_code=503)
+        try:
+            # On PostgreSQL the quotas live in the shared database: a replica that cannot reach it is not ready.
+            tenants.quota.counter.ping()
+        except MnemoError as exc:
+            log.error("readiness probe: the quota counter did not answer: %s", exc)
+            return JSONResponse({"ready": False, "detail": f"the database does not answer ({type(exc).__name__})"},
+                                status_code=503)
         llm = tenants.get(tenants.names[0]).mem.llm
         if llm.mode == "live" and time.monotonic() - app.state.ready_at > cfg.ready_cache_s:
             try:
@@ -323,20 +333,21 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
                 return JSONResponse({"ready": False, "detail": f"the model did not answer ({type(exc).__name__})"},
                                     status_code=503)
             app.state.ready_at = time.monotonic()
-        return JSONResponse({"ready": True, "tenants": len(tenants.names), "llm": llm.mode})
+        return JSONResponse({"ready": True, "tenants": len(tenants.names), "llm": llm.mode,
+                             "quota": tenants.quota.counter.scope})
 
     @app.post("/v1/remember", response_model=WriteReport, tags=["write"])
     def remember(body: RememberIn, tenant: Caller, request: Request) -> Any:
         """Record a turn, extract memories from it and reconcile them (counts against the quota)."""
         _charge(request, tenant)
-        with tenant.writing() as mem:
+        with tenant.writing(body.user) as mem:
             return mem.remember(body.text, user=body.user, session=body.session, agent=body.agent, at=body.at)
 
     @app.post("/v1/memories", response_model=MemoryRecord, tags=["write"])
     def add(body: AddIn, tenant: Caller, request: Request) -> Any:
         """Write one structured memory, reconciled like any other write (counts against the quota)."""
         _charge(request, tenant)
-        with tenant.writing() as mem:
+        with tenant.writing(body.user) as mem:
             return mem.add(**body.model_dump(exclude={"references"}), references=tuple(body.references))
 
     @app.post("/v1/recall", response_model=Recall, tags=["read"])
@@ -361,7 +372,7 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         if body.query is not None:
             _charge(request, tenant)
         args = {"query": body.query, "user": body.user, "reason": body.reason, "dry_run": body.dry_run}
-        with tenant.reading() if body.dry_run else tenant.writing() as mem:
+        with tenant.reading() if body.dry_run else tenant.writing(body.user) as mem:
             return Forgotten(dry_run=body.dry_run, forgotten=mem.forget(body.memory_id, **args))
 
     @app.get("/v1/memories", response_model=MemoryList, tags=["read"])
@@ -394,8 +405,9 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
             return EventList(memory_id=memory_id, events=events, links=mem.store.links([memory_id]))
 
     @app.post("/v1/audit", response_model=AuditReport, tags=["trust"])
-    def audit(body: AuditIn, tenant: Caller) -> Any:
-        """Report contradictions and dangling references with recommended resolutions; changes nothing."""
+    def audit(body: AuditIn, tenant: Caller, request: Request) -> Any:
+        """Report contradictions and dangling references with recommended resolutions; changes nothing (quota)."""
+        _charge(request, tenant)
         with tenant.reading() as mem:
             return mem.audit(body.user)
 
@@ -405,7 +417,7 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         _charge(request, tenant)
         tools = request.app.state.tools
         # With tools, a stale claim is superseded by its re-grounded value: that is a write.
-        with tenant.writing() if tools else tenant.reading() as mem:
+        with tenant.writing(body.user) if tools else tenant.reading() as mem:
             pack = mem.recall(body.query, **body.kwargs())
             return Assessed(recall=pack, assessment=mem.assess(pack, tools=tools))
 

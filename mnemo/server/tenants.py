@@ -18,6 +18,12 @@ view on its own cursor that shares the vector index and locks of the tenant's st
 on PostgreSQL the store itself, whose one connection serialises statements, with many
 writer processes allowed). Readers never see a half-applied write (the writer holds
 the lock until it commits).
+
+Replicas: on PostgreSQL several processes serve the same tenants. A write that
+reconciles against a user's memories (remember, add, forget by query, assess with
+tools) also holds the store's `exclusive` lock on that user, an advisory lock in the
+database, so two replicas decide such writes in turn; quotas are counted in the
+database (`Quota`, `store.meter.PgCounter`), not per process.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +71,8 @@ class ServerConfig:
     llm: str | None = None  # offline | live | record:PATH | replay:PATH (None: MNEMO_LLM, else offline)
     recipe: str | None = None  # named config recipe for every tenant's Memory
     max_body_bytes: int = 1_048_576  # larger request bodies get 413
-    quota_calls: int = 120  # model-calling requests per tenant per window (remember, add, answer, assess, forget by query)
+    quota_calls: int = 120  # model-calling requests per tenant per window (remember, add, answer, assess, audit,
+    # forget by query); counted in the database on PostgreSQL, in this process otherwise (`Quota`)
     quota_window_s: float = 60.0  # length of the sliding quota window, in seconds
     ready_cache_s: float = 30.0  # how long a successful live-model readiness probe is trusted
 
@@ -183,9 +190,15 @@ class Tenant:
             yield reader
 
     @contextmanager
-    def writing(self) -> Iterator[Any]:
-        """Yield the tenant's Memory while holding the exclusive lock: writes run one at a time."""
-        with self.lock.write():
+    def writing(self, user: str | None = None) -> Iterator[Any]:
+        """Yield the tenant's Memory while holding the exclusive lock: writes run one at a time.
+
+        With `user` (a write that reconciles against that user's memories), the store's
+        `exclusive` lock on the user is held too, so replicas over one PostgreSQL database
+        decide such writes one after the other: a correction on one and the same fact on
+        another end as one current memory, not two.
+        """
+        with self.lock.write(), self.mem.store.exclusive(f"user:{user}") if user is not None else nullcontext():
             yield self.mem
 
     def close(self) -> None:
@@ -196,26 +209,65 @@ class Tenant:
             self.mem.close()
 
 
-class Quota:
-    """A sliding window of model-calling requests per tenant."""
+class LocalCounter:
+    """A sliding window of calls per key in this process: enough where one process serves the stores (DuckDB)."""
 
-    def __init__(self, calls: int, window_s: float, clock: Any = time.monotonic):
-        self.calls, self.window_s, self._clock = calls, window_s, clock
+    path = "this process"
+    scope = "process"  # where the count lives, as /readyz says it (never the database's address)
+
+    def __init__(self, clock: Any = time.monotonic):
+        self._clock = clock
         self._seen: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
-    def charge(self, tenant: str) -> None:
-        """Count one call for `tenant`, or raise QuotaExceeded with when to retry."""
+    def admit(self, key: str, calls: int, window_s: float) -> float | None:
+        """Count one call for `key` and return None, or return the seconds until the window has room."""
         now = self._clock()
         with self._lock:
-            seen = self._seen.setdefault(tenant, deque())
-            while seen and seen[0] <= now - self.window_s:
+            seen = self._seen.setdefault(key, deque())
+            while seen and seen[0] <= now - window_s:
                 seen.popleft()
-            if len(seen) >= self.calls:
-                wait = max(0.0, seen[0] + self.window_s - now) if seen else self.window_s
-                raise QuotaExceeded(f"quota of {self.calls} model-calling requests per {self.window_s:g}s used up "
-                                    f"for this tenant; retry in {wait:.0f}s", retry_after=wait)
+            if len(seen) >= calls:
+                return max(0.0, seen[0] + window_s - now) if seen else window_s
             seen.append(now)
+        return None
+
+    def ping(self) -> None:
+        """Nothing to ask: the count lives in this process."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class Quota:
+    """Model-calling requests per tenant in a sliding window, counted where every replica of the service sees them.
+
+    The one seam both counters sit behind: `LocalCounter` in this process for DuckDB
+    and in-memory stores, `store.meter.PgCounter` in the database for a postgresql://
+    store_dir, where several replicas serve the same tenants (`quota_counter`).
+    """
+
+    def __init__(self, calls: int, window_s: float, counter: Any = None):
+        self.calls, self.window_s = calls, window_s
+        self.counter = counter if counter is not None else LocalCounter()
+
+    def charge(self, tenant: str) -> None:
+        """Count one call for `tenant`, or raise QuotaExceeded with when to retry."""
+        wait = self.counter.admit(tenant, self.calls, self.window_s)
+        if wait is not None:
+            raise QuotaExceeded(f"quota of {self.calls} model-calling requests per {self.window_s:g}s used up "
+                                f"for this tenant; retry in {wait:.0f}s", retry_after=wait)
+
+
+def quota_counter(store_dir: str | None) -> Any:
+    """Return where quotas are counted: in the database of a postgresql:// store_dir, else in this process."""
+    if store_dir is None or not is_dsn(store_dir):
+        return LocalCounter()
+    from ..store.meter import PgCounter
+
+    # Named in pg_stat_activity, so an operator can tell the quota connection from the stores'.
+    location = service_location(store_dir, "quota")
+    return PgCounter(f"{location}&application_name=mnemo-quota")
 
 
 class BodyLimit:
@@ -259,15 +311,19 @@ class Tenants:
         self._by_digest = {_digest(k): t for k, t in keys.items()}
         self.names = sorted(set(keys.values()))
         self.cfg = cfg
-        self.quota = Quota(cfg.quota_calls, cfg.quota_window_s)
+        self.quota = Quota(cfg.quota_calls, cfg.quota_window_s, quota_counter(cfg.store_dir))
         self._open: dict[str, Tenant] = {}
         self._lock = threading.Lock()
         self._opener = opener
 
+    def name_for(self, key: str) -> str | None:
+        """Return the tenant name an API key maps to (None for an unknown key), opening nothing."""
+        digest = _digest(key)
+        return next((t for d, t in self._by_digest.items() if hmac.compare_digest(d, digest)), None)
+
     def for_key(self, key: str) -> Tenant | None:
         """Return the tenant of an API key (None for an unknown key)."""
-        digest = _digest(key)
-        name = next((t for d, t in self._by_digest.items() if hmac.compare_digest(d, digest)), None)
+        name = self.name_for(key)
         return None if name is None else self.get(name)
 
     def get(self, name: str) -> Tenant:
@@ -294,6 +350,7 @@ class Tenants:
             for tenant in self._open.values():
                 tenant.close()
             self._open.clear()
+            self.quota.counter.close()
 
 
 def tenant_location(store_dir: str | None, name: str) -> str:
@@ -311,6 +368,15 @@ def tenant_location(store_dir: str | None, name: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:24] or "t"
     schema = f"{prefix[:24]}_{slug}_{hashlib.sha256(name.encode('utf-8')).hexdigest()[:8]}"
     return f"{base}{'&' if '?' in base else '?'}schema={schema}"
+
+
+def service_location(store_dir: str, name: str) -> str:
+    """Return the DSN of the service's own schema `name` beside the tenants' (<prefix>_<name>, e.g. mnemo_quota).
+
+    A tenant's schema always ends in _<8 hex digits>, so this one never names a tenant's.
+    """
+    base, prefix = split_dsn(store_dir)
+    return f"{base}{'&' if '?' in base else '?'}schema={prefix[:24]}_{name}"
 
 
 def _digest(key: str) -> str:

@@ -5,7 +5,8 @@
 
 `protocol.Store` is the contract; `sql` holds the SQL both engines share, written once
 over a `Dialect`; `duckdb.DuckDBStore` and `postgres.PgStore` hold what differs;
-`rows` converts between rows and model values.
+`rows` converts between rows and model values. The cold archive is `parquet` (DuckDB)
+and `pg_archive` (PostgreSQL); `meter` counts the service's quotas in PostgreSQL.
 """
 
 from ..model import new_id

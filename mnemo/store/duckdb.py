@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,15 @@ class DuckDBStore(ParquetArchive, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
+    archive_engine = f"duckdb {ENGINE_VERSION}"  # archive row digests hash DuckDB's row encoding: per version
+
+    def ping(self) -> None:
+        """Do nothing: an embedded database has no connection to lose (and the writer's is not this thread's)."""
+
+    @staticmethod
+    def exclusive(key: str) -> AbstractContextManager[None]:
+        """Return a no-op: one process writes a DuckDB file, so no other process can interleave a write."""
+        return nullcontext()
 
     def __init__(self, path: str | Path, *, embedder: str, dim: int, read_only: bool = False, index: str = "auto"):
         self.path = str(path)

@@ -21,6 +21,7 @@ class ParquetArchive:
     # From the store it is mixed into: `con`, `transaction()`, `_writable()` and `_reload_index()`.
     con: Any
     path: str
+    digest_method = "xor of DuckDB hash(row), per table"
 
     # Archiving is the one place mnemo hard-deletes rows, and only rows it wrote out and verified first.
     _ARCHIVED = {

@@ -35,8 +35,9 @@ What differs, on purpose:
   (DuckDB keeps no key, for bulk speed, and leaves clash checks to imports).
 - Zero vectors have no cosine: pgvector ranks them after every other memory,
   where the in-process index gives them a score of 0.
-- The cold archive (`archive_*`) writes Parquet through DuckDB and stays
-  DuckDB-only for now; calling it here raises `StoreError`.
+- The cold archive (`archive_*`, in `pg_archive`) writes the same Parquet files
+  with pyarrow, with the same guarantees; its row digests are md5-based, not
+  DuckDB's hash, so they are checked on restore into PostgreSQL only.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ import numpy as np
 from ..config import DecayConfig
 from ..errors import ExtensionUnavailable, InvalidInput, StoreError
 from ..model import Event, Link, MemoryRecord, Turn
-from .rows import EVENTS, LINKS, MEMORIES, SQL_COLS, TIMES, TURNS, check_text, check_version, naive
+from .pg_archive import PgArchive
+from .rows import EVENTS, LINKS, MEMORIES, PG_MEMORY_TYPES, SQL_COLS, TURNS, check_text, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
 DSN_PREFIXES = ("postgresql://", "postgres://")
@@ -63,13 +65,6 @@ DEFAULT_SCHEMA = "mnemo"
 TEXT_CONFIG = "english"  # stemming and stop words closest to DuckDB fts's porter / english defaults
 HNSW_MIN_ROWS = 100_000  # below this, an exact scan is fast enough and returns true neighbours
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-# PostgreSQL types of the memories columns in `SQL_COLS` order, then the vector: what binary COPY sends.
-_COPY_TYPES = [
-    "timestamp" if col in TIMES else {"refs": "text[]", "importance": "float8", "pinned": "bool",
-                                       "single_valued": "bool", "access_count": "int4",
-                                       "corroborations": "int4"}.get(col, "text")
-    for col in SQL_COLS
-] + ["vector"]
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
@@ -150,7 +145,7 @@ def _psycopg() -> Any:
     return psycopg
 
 
-def _connect(dsn: str) -> Any:
+def connect(dsn: str) -> Any:
     """Open an autocommit connection in UTC, turning an unreachable server into a StoreError."""
     psycopg = _psycopg()
     conninfo, _ = split_dsn(dsn)
@@ -192,7 +187,7 @@ POSTGRES = Dialect(
 )
 
 
-class PgStore(SQLStore):
+class PgStore(PgArchive, SQLStore):
     """A memory store in one PostgreSQL schema, searched through pgvector and a tsvector index."""
 
     dialect = POSTGRES
@@ -205,6 +200,8 @@ class PgStore(SQLStore):
         self.read_only = read_only
         self.hnsw_min_rows = hnsw_min_rows
         self._lock = threading.RLock()
+        self._lock_guard = threading.Lock()  # one `exclusive` holder per process at a time: its connection is one
+        self._lock_con: Any = None
         self.con = self._open(create=not read_only)
         self.embedder, self.dim = self._check_embedder(embedder, dim)
         if not read_only:
@@ -218,7 +215,7 @@ class PgStore(SQLStore):
         from pgvector.psycopg import register_vector
         from psycopg import sql
 
-        con = _connect(self._dsn)
+        con = connect(self._dsn)
         try:
             with con.transaction():
                 # One opener at a time creates the extension and schema: concurrent IF NOT EXISTS can still clash.
@@ -239,7 +236,7 @@ class PgStore(SQLStore):
     def recorded_embedder(path: str) -> str | None:
         """Return the embedder name a store was written with (None when the schema holds no store)."""
         _, schema = split_dsn(str(path))
-        con = _connect(str(path))
+        con = connect(str(path))
         try:
             if con.execute("SELECT to_regclass(%s)", [f"{schema}.store_meta"]).fetchone()[0] is None:
                 return None
@@ -276,6 +273,47 @@ class PgStore(SQLStore):
 
     def close(self) -> None:
         self.con.close()
+        if self._lock_con is not None:
+            self._lock_con.close()
+
+    def ping(self) -> None:
+        """Ask the database for one row, first replacing a connection the server dropped; raise StoreError if it fails.
+
+        A restart or failover of PostgreSQL breaks the store's connection; the service's
+        readiness probe calls this, so a replica reconnects instead of failing every request.
+        """
+        psycopg = _psycopg()
+        with self._lock:
+            # Twice at most: a dropped connection shows it is broken only when next used.
+            for attempt in (1, 2):
+                try:
+                    if self.con.closed or self.con.broken:
+                        self.con = self._open(create=not self.read_only)
+                    self.con.execute("SELECT 1").fetchone()
+                    return
+                except psycopg.Error as exc:
+                    if attempt == 2 or not (self.con.closed or self.con.broken):
+                        raise StoreError(f"{self.path} does not answer: {str(exc).strip()}") from exc
+
+    @contextmanager
+    def exclusive(self, key: str) -> Iterator[None]:
+        """Hold advisory lock (schema, `key`) on a connection of its own until the block ends.
+
+        Replicas of the service take it around reconcile-and-write for one user, so two writes
+        about the same facts are decided one after the other, each seeing what the last committed.
+        Its own connection: waiting for another process never blocks this store's readers, and a
+        process that dies releases the lock with its connection.
+        """
+        with self._lock_guard:
+            if self._lock_con is None or self._lock_con.closed or self._lock_con.broken:
+                self._lock_con = connect(self._dsn)
+            con = self._lock_con
+            con.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(%s))", [self.schema, key])
+            try:
+                yield
+            finally:
+                if not con.closed and not con.broken:
+                    con.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", [self.schema, key])
 
     def reader(self) -> PgStore:
         """Return this store itself: its one connection serialises statements, so readers share it."""
@@ -316,7 +354,7 @@ class PgStore(SQLStore):
         with self._lock, _unique(), self.con.cursor() as cur:
             # Binary COPY: text would format every float in Python, which costs more than the whole insert.
             with cur.copy(f"COPY memories ({', '.join(SQL_COLS)}, embedding) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(_COPY_TYPES)
+                copy.set_types(PG_MEMORY_TYPES)
                 for r, vec in zip(records, vectors, strict=True):
                     copy.write_row([*MEMORIES.values(r), vec])
 
@@ -454,7 +492,7 @@ class PgStore(SQLStore):
         from pgvector.psycopg import register_vector
         from psycopg import sql
 
-        con = _connect(self._dsn)
+        con = connect(self._dsn)
         try:
             ext = _vector_schema(con, create=False)
             con.execute(sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(self.schema), sql.Identifier(ext)))
@@ -498,13 +536,6 @@ class PgStore(SQLStore):
                                      [[r.id for r in records]]).fetchall():
                     events.setdefault(e[1], []).append(EVENTS.of(e))
                 yield [(r, events.get(r.id, [])) for r in records]
-
-    # ----------------------------------------------------------------- cold archive (DuckDB-only for now)
-    def _no_archive(self, *_: Any, **__: Any) -> Any:
-        raise StoreError("the cold archive writes Parquet through DuckDB and is not available on the PostgreSQL "
-                         "store yet; export with Memory.export, or archive from a DuckDB store")
-
-    archive_candidates = archive_export = archive_purge = archive_restore = table_digests = _no_archive
 
 
 @contextmanager

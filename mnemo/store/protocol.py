@@ -54,6 +54,16 @@ class Store(Protocol):
     def transaction(self) -> AbstractContextManager[Any]:
         """Return a context manager that commits on success and rolls back everything on any error."""
 
+    def ping(self) -> None:
+        """Check the store answers (reconnecting a dropped database connection); raise StoreError if not."""
+
+    def exclusive(self, key: str) -> AbstractContextManager[Any]:
+        """Hold `key` against every other process using this store until the block ends (reconcile-and-write).
+
+        PostgreSQL: an advisory lock, released by the server if the process dies. DuckDB: nothing
+        to do, one process writes a file.
+        """
+
     def reader(self) -> Store:
         """Return a store for one reading thread or stream; its `close` releases only what `reader` opened."""
 
@@ -167,6 +177,9 @@ class Store(Protocol):
         """Return the (src, dst, kind, at) of `links` already stored."""
 
     # ----------------------------------------------------------------- cold archive (mnemo.archive)
+    archive_engine: str  # what archive row digests depend on ("duckdb 1.4.1", "postgres 18"): equal means comparable
+    digest_method: str  # how a table digest is computed, for the manifest's reader
+
     def archive_candidates(self, cutoff: datetime) -> dict[str, int]:
         """Return {"YYYY-MM": count} of tombstones whose status changed before `cutoff`."""
 

@@ -22,6 +22,13 @@ SCHEMA_VERSION = 2  # both engines number their migrations alike and move togeth
 MEM_COLS = [f.name for f in fields(MemoryRecord)]
 SQL_COLS = ["user_id" if c == "user" else "refs" if c == "references" else c for c in MEM_COLS]
 TIMES = frozenset({"created_at", "valid_from", "last_accessed", "expires_at", "status_at"})
+# PostgreSQL types of the memories columns in `SQL_COLS` order, then the vector: what binary COPY sends.
+PG_MEMORY_TYPES = [
+    "timestamp" if col in TIMES else {"refs": "text[]", "importance": "float8", "pinned": "bool",
+                                       "single_valued": "bool", "access_count": "int4",
+                                       "corroborations": "int4"}.get(col, "text")
+    for col in SQL_COLS
+] + ["vector"]
 TURN_COLS = "id, user_id, text, ts, session, agent, role, meta"
 EVENT_COLS = "id, memory_id, ts, action, status_from, status_to, reason, evidence, other_id"
 LINK_COLS = "src, dst, kind, ts"
