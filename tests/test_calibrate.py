@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from mnemo import calibrate
+from mnemo import calibrate, fitting
 from mnemo.config import RECIPE_DIR, recipe
 from mnemo.errors import ConfigError
 
@@ -16,37 +16,37 @@ S = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
 
 
 def test_operating_point_counts():
-    p = calibrate.operating_point(Y, S, 0.55)
+    p = fitting.operating_point(Y, S, 0.55)
     assert (p["precision"], p["recall"], p["fpr"]) == (0.8, 0.8, 0.2)
 
 
 def test_choose_threshold_rules():
-    strict = calibrate.choose_threshold(Y, S, min_precision=1.0)
+    strict = fitting.choose_threshold(Y, S, min_precision=1.0)
     assert strict["met"] and 0.6 < strict["threshold"] < 0.7 and strict["recall"] == 0.8
-    loose = calibrate.choose_threshold(Y, S, min_recall=1.0)
+    loose = fitting.choose_threshold(Y, S, min_recall=1.0)
     assert loose["met"] and 0.4 < loose["threshold"] < 0.5 and loose["fpr"] == 0.2
-    bounded = calibrate.choose_threshold(Y, S, max_fpr=0.0)
+    bounded = fitting.choose_threshold(Y, S, max_fpr=0.0)
     assert bounded["threshold"] == strict["threshold"]
-    best = calibrate.choose_threshold(Y, S)
-    assert best["rule"] == "best F1" and best["f1"] >= calibrate.operating_point(Y, S, 0.55)["f1"]
+    best = fitting.choose_threshold(Y, S)
+    assert best["rule"] == "best F1" and best["f1"] >= fitting.operating_point(Y, S, 0.55)["f1"]
 
 
 def test_an_unmet_rule_falls_back_to_best_f1_and_says_so():
-    pick = calibrate.choose_threshold([1, 0, 1, 0], [0.5, 0.5, 0.5, 0.5], min_precision=0.9)
+    pick = fitting.choose_threshold([1, 0, 1, 0], [0.5, 0.5, 0.5, 0.5], min_precision=0.9)
     assert not pick["met"] and "unmet" in pick["rule"]
 
 
 def test_a_bound_rule_needs_enough_examples_and_keeps_the_fallback():
-    few = calibrate.choose_threshold(Y, S, min_precision=0.9, bound=True, fallback=0.77)
+    few = fitting.choose_threshold(Y, S, min_precision=0.9, bound=True, fallback=0.77)
     assert not few["met"] and few["threshold"] == 0.77 and "kept 0.77" in few["rule"]
     many_y, many_s = [0] * 200 + [1] * 200, [i / 400 for i in range(400)]
-    many = calibrate.choose_threshold(many_y, many_s, min_precision=0.9, bound=True, fallback=0.77)
+    many = fitting.choose_threshold(many_y, many_s, min_precision=0.9, bound=True, fallback=0.77)
     assert many["met"] and many["precision_lb"] >= 0.9 and many["threshold"] < 0.77
-    assert calibrate.operating_point(many_y, many_s, 0.5)["fpr_ub"] > 0.0
+    assert fitting.operating_point(many_y, many_s, 0.5)["fpr_ub"] > 0.0
 
 
 def test_threshold_is_never_on_an_observed_score():
-    pick = calibrate.choose_threshold(Y, S, min_precision=1.0)
+    pick = fitting.choose_threshold(Y, S, min_precision=1.0)
     assert pick["threshold"] not in S
 
 
@@ -54,18 +54,18 @@ def test_isotonic_is_monotone_and_finds_its_threshold():
     rng = np.random.default_rng(0)
     x = rng.uniform(0, 1, 400)
     y = (rng.uniform(0, 1, 400) < x).astype(int)
-    iso = calibrate.Calibrator.fit(y, x, "isotonic")
+    iso = fitting.Calibrator.fit(y, x, "isotonic")
     grid = np.linspace(0, 1, 50)
     assert np.all(np.diff(iso(grid)) >= 0)
     t = iso.threshold_for(0.8)
     assert t is not None and 0.6 < t < 0.95 and iso([t])[0] >= 0.8
     assert iso.threshold_for(1.01) is None
-    platt = calibrate.Calibrator.fit(y, x, "platt")
+    platt = fitting.Calibrator.fit(y, x, "platt")
     assert platt([0.1])[0] < platt([0.9])[0]
     assert len(iso.table()) == 11
     with pytest.raises(ConfigError):
-        calibrate.Calibrator.fit(y, x, "beta")
-    one_class = calibrate.Calibrator.fit([1, 1], [0.2, 0.3], "platt")
+        fitting.Calibrator.fit(y, x, "beta")
+    one_class = fitting.Calibrator.fit([1, 1], [0.2, 0.3], "platt")
     assert one_class.method == "constant" and one_class([0.0, 1.0]).tolist() == [1.0, 1.0]
 
 
@@ -73,15 +73,15 @@ def test_reliability_of_calibrated_probabilities_is_close():
     rng = np.random.default_rng(1)
     p = rng.uniform(0, 1, 4000)
     y = (rng.uniform(0, 1, 4000) < p).astype(int)
-    rel = calibrate.reliability(y, p)
+    rel = fitting.reliability(y, p)
     assert rel["ece"] < 0.05 and len(rel["predicted"]) == len(rel["observed"]) > 5
-    assert calibrate.reliability(y, 1 - p)["ece"] > 0.3
+    assert fitting.reliability(y, 1 - p)["ece"] > 0.3
 
 
 def test_curves_and_a_single_class():
-    c = calibrate.curves(Y, S)
+    c = fitting.curves(Y, S)
     assert 0.9 < c["auc"] <= 1 and len(c["fpr"]) == len(c["tpr"])
-    assert calibrate.curves([1, 1], [0.2, 0.3])["auc"] is None
+    assert fitting.curves([1, 1], [0.2, 0.3])["auc"] is None
 
 
 def pair(label, outcome):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
@@ -31,6 +30,7 @@ from mnemo.assess import SQLTool, values_agree
 from mnemo.audit import record_key
 from mnemo.clock import SimulatedClock
 from mnemo.config import Config
+from mnemo.fitting import wilson
 from mnemo.memory import Memory
 from mnemo.model import MemoryRecord
 from mnemo.store import new_id
@@ -53,16 +53,6 @@ def load(path: str | Path) -> list[dict[str, Any]]:
 def rate(k: int, n: int) -> float | None:
     """Return k / n rounded to 4 places, or None when there is nothing to divide by."""
     return round(k / n, 4) if n else None
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
-    """Return the 95% Wilson interval of k successes in n trials (None when n is 0)."""
-    if n == 0:
-        return None
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
 
 
 # ----------------------------------------------------------------- trust
