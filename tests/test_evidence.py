@@ -135,3 +135,13 @@ def test_a_pack_about_the_entity_asked_is_never_hidden_by_a_band():
     assert res["folds"][1]["heldout"]["abstention_recall_adversarial"] == pytest.approx(0.9)
     assert evidence.about_asked(ask("Where does the user's sister work?"), ["other", "entity"])
     assert not evidence.about_asked(ask("Where does the user work?"), ["entity"])
+
+
+def test_the_time_scope_narrows_the_callers_own_time_filters_never_widens_them():
+    from mnemo.recall import in_time
+
+    a, b = datetime(2022, 4, 24, tzinfo=timezone.utc), datetime(2022, 5, 9, tzinfo=timezone.utc)
+    assert in_time(None, (a, b)) == {"since": a, "until": b}
+    narrowed = in_time({"since": datetime(2022, 5, 1), "kinds": ["episodic"]}, (a, b))
+    assert narrowed == {"since": datetime(2022, 5, 1, tzinfo=timezone.utc), "until": b, "kinds": ["episodic"]}
+    assert in_time({"until": datetime(2022, 1, 1, tzinfo=timezone.utc)}, (a, b))["until"] < a
