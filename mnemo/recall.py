@@ -524,8 +524,8 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     top = evidence.top_evidence(q, [(fit_of.get(p.id, "other"), evidence_of(fused[p.id])) for p in packed
                                     if p.id in fused])
     missing = evidence.missing_names(q, [p.memory for p in packed], aliases, names)
-    fits = [fit_of.get(p.id, "other") for p in packed if p.id in fused]
-    verdict, why = evidence.verdict(q, fits, top, missing, cfg.certain_at, cfg.vague_at)
+    pack_fits = [fit_of.get(p.id, "other") for p in packed if p.id in fused]
+    verdict, why = evidence.verdict(q, pack_fits, top, missing, cfg.certain_at, cfg.vague_at)
 
     history: list[Packed] = []
     message = ""
@@ -569,7 +569,7 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
         "fusion": cfg.fusion, "time_scope": [(a.isoformat(), b.isoformat()) for a, b in when], "evidence": "claims, then dense cosine + query coverage",
         "question": describe(q), "confidence_why": why, "evidence_top": round(top, 4),
-        "about_asked": evidence.about_asked(q, fits),
+        "about_asked": evidence.about_asked(q, pack_fits),
         "tokenizer": tokenizer or getattr(count_many, "name", None) or getattr(count_many, "__name__", "?"),
     }
     used = sum(p.tokens for p in packed) + sum(h.tokens for h in history)
