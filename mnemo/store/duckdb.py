@@ -164,7 +164,17 @@ class DuckDBStore(ParquetArchive, SQLStore):
         """Return the embedder name an existing store file was written with (None for a new store)."""
         if str(path) == ":memory:" or not Path(path).exists():
             return None
-        store_con = _connect(str(path), read_only=False)
+        # Read-only: a read-write connection that replays a killed writer's log and closes having read only
+        # store_meta checkpoints the id index without that log's rows (DuckDB 1.5.5): get() then misses them.
+        # A file this process already has open read-write is read through that configuration (nothing to replay).
+        try:
+            store_con = duckdb.connect(str(path), read_only=True)
+        except duckdb.ConnectionException as exc:
+            if "different configuration" not in str(exc):
+                raise StoreError(f"cannot open {path}: {exc}") from exc
+            store_con = _connect(str(path), read_only=False)
+        except duckdb.IOException:
+            store_con = _connect(str(path), read_only=False)  # raises StoreLocked when another process writes
         try:
             row = store_con.execute(
                 "SELECT value FROM store_meta WHERE key = 'embedder'"
