@@ -71,10 +71,10 @@ def snapshot(mem: Memory) -> list[tuple]:
     rows = mem.memories(include_inactive=True)
     text_of = {m.id: m.text for m in rows}
     turn_text = {t.id: t.text for t in mem.store.turns()}
-    return sorted((m.user, m.text, m.kind, m.category, m.subject, m.attribute, m.value, m.status,
-                   m.status_reason, text_of.get(m.successor_id or ""), m.corroborations, round(m.importance, 6),
-                   m.pinned, str(m.created_at), str(m.expires_at), turn_text.get(m.turn_id or ""),
-                   sorted((k, str(v)) for k, v in m.meta.items() if k != "turn")) for m in rows)
+    return sorted(tuple(map(str, (m.user, m.text, m.kind, m.category, m.subject, m.attribute, m.value, m.status,
+                                  m.status_reason, text_of.get(m.successor_id or ""), m.corroborations,
+                                  round(m.importance, 6), m.pinned, m.created_at, m.expires_at,
+                                  turn_text.get(m.turn_id or ""), sorted(m.meta.items())))) for m in rows)
 
 
 def outcome(report: Any) -> tuple:
