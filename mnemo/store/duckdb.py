@@ -27,7 +27,7 @@ import pyarrow as pa
 from ..config import DecayConfig
 from ..errors import ExtensionUnavailable, StoreError, StoreLocked
 from ..model import Event, Link, MemoryRecord, Turn
-from . import ann
+from . import ann, persist
 from .index import VectorIndex
 from .lexical import LexicalIndex
 from .parquet import ParquetArchive
@@ -208,9 +208,11 @@ class DuckDBStore(ParquetArchive, SQLStore):
                 self.con.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(target)])
         check_version(version, self.path)
 
-    def _load_index(self) -> None:
-        # The lexical index is rebuilt lazily, from the whole table, at the next lexical search.
+    def _load_index(self, use_saved: bool = True) -> None:
+        # The lexical index is taken from the saved postings (store.persist) when they still describe the
+        # table, else rebuilt lazily, from the whole table, at the next lexical search.
         self.lexical, self._lexical_pending = LexicalIndex(), None
+        self._saved_rows = 0
         # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
         # pinned read probes them by index instead of scanning the table.
         self._pinned_ids = {r[0] for r in self.con.execute("SELECT id FROM memories WHERE pinned").fetchall()}
@@ -234,12 +236,51 @@ class DuckDBStore(ParquetArchive, SQLStore):
             active[at:at + m] = batch.column(2).to_numpy(zero_copy_only=False)
             ids.extend(batch.column(0).to_pylist())
             users.extend(batch.column(1).to_pylist())
-        self.index.add(ids, users, vecs[:len(ids)], active=active[:len(ids)])
+        saved = persist.saved_for(self, ids, ENGINE_VERSION) if use_saved and self.path != ":memory:" else None
+        lists = saved.get("ivf_lists") if saved else None
+        if lists is not None and isinstance(self.index, ann.IvfIndex):
+            self.index.add_grouped(ids, users, vecs[:len(ids)], active[:len(ids)], saved["ivf_cent"], lists,
+                                   int(saved["ivf_trained_at"][0]))
+        else:
+            self.index.add(ids, users, vecs[:len(ids)], active=active[:len(ids)])
         del vecs, reader
+        if saved is not None:
+            # The saved postings cover the first rows; rows written since wait for the next search, as new writes do.
+            m = len(saved["lex_len"])
+            self.lexical = LexicalIndex.restore(ids[:m], users[:m], active[:m], saved)
+            self._lexical_pending = ids[m:]
+            self._saved_rows = m
         pa.default_memory_pool().release_unused()
 
+    def _checksum(self, ids: Sequence[str] | None = None) -> int:
+        """Return the XOR of hash(id, text) over every row, or over the rows `ids` (order-free, so prefix =
+        whole XOR tail)."""
+        todo = pa.table({"id": pa.array(list(ids or []), pa.string())})  # noqa: F841 - read by DuckDB
+        where = "" if ids is None else "WHERE id IN (SELECT id FROM todo)"
+        row = self.con.execute(f"SELECT bit_xor(hash(id, text)) FROM memories {where}").fetchone()
+        return int(row[0] or 0)
+
+    def save_indexes(self) -> bool:
+        """Save the BM25 postings (built now if they are not) and IVF lists beside the file; return whether saved.
+
+        Nothing is saved for ":memory:" or a read-only store. `close()` saves when a store of at
+        least persist.SAVE_FROM rows holds postings its saved file does not.
+        """
+        if self.path == ":memory:" or self.read_only:
+            return False
+        with self._lock:
+            self._sync_lexical()
+            self._saved_rows = persist.save_store(self, ENGINE_VERSION)
+            return self._saved_rows > 0
+
     def close(self) -> None:
-        """Close the connection (on a `reader`, only its cursor)."""
+        """Save the indexes when worth it (see `save_indexes`), then close the connection."""
+        if not self.read_only and self.path != ":memory:" and persist.worth_saving(self):
+            try:
+                self.save_indexes()
+            except OSError as exc:
+                # The saved indexes are a cache: failing to write them costs the next open time, never data.
+                persist.log.warning("mnemo: could not save the indexes beside %s: %s", self.path, exc)
         self.con.close()
 
     def reader(self) -> DuckDBStore:
@@ -339,7 +380,11 @@ class DuckDBStore(ParquetArchive, SQLStore):
         return self.index.vectors(ids)
 
     def _index_stats(self) -> dict[str, Any]:
-        return {"index": ann.kind_of(self.index)}
+        # lexical_rows: rows in the BM25 postings (None: built at the next search); saved_rows: rows the
+        # indexes saved beside the file cover (store.persist), 0 when none were taken back or saved.
+        return {"index": ann.kind_of(self.index), "saved_rows": self._saved_rows,
+                "lexical_rows": None if self._lexical_pending is None else len(self.lexical),
+                "lexical_waiting": len(self._lexical_pending or [])}
 
     # ----------------------------------------------------------------- search
     def search_dense(self, qvec: np.ndarray, k: int, *, user: str,
@@ -405,9 +450,12 @@ class DuckDBStore(ParquetArchive, SQLStore):
         return self.lexical.search(terms, k, user=user, allowed=allowed)
 
     def _reload_index(self) -> None:
-        # The in-process index has no delete; after a purge or restore it is rebuilt from the file.
+        # The in-process index has no delete; after a purge or restore it is rebuilt from the file, and the
+        # saved indexes, which described the rows before, are dropped.
+        if self.path != ":memory:":
+            persist.sidecar(self.path).unlink(missing_ok=True)
         self.index = VectorIndex(self.dim)
-        self._load_index()
+        self._load_index(use_saved=False)
 
     # ----------------------------------------------------------------- portability (mnemo.portable)
     def dump(self, user: str | None = None, *, batch_size: int = 1000) -> Iterable[tuple[str, list]]:
@@ -492,6 +540,10 @@ class _CursorView(DuckDBStore):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(object.__getattribute__(self, "_base"), name)
+
+    def close(self) -> None:
+        """Close only this view's cursor (the store saves its indexes when it closes)."""
+        self.con.close()
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(object.__getattribute__(self, "_base"), name, value)

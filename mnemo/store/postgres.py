@@ -277,6 +277,10 @@ class PgStore(SQLStore):
     def close(self) -> None:
         self.con.close()
 
+    def save_indexes(self) -> bool:
+        """Return False: pgvector's and PostgreSQL's indexes live in the database, nothing is rebuilt at open."""
+        return False
+
     def reader(self) -> PgStore:
         """Return this store itself: its one connection serialises statements, so readers share it."""
         return self
