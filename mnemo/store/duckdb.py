@@ -14,6 +14,7 @@ written since the last lexical search are analysed in one statement at the next
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -49,6 +50,8 @@ _LEXICAL_BATCH = 100_000  # rows analysed per statement when BM25 postings are b
 _TOKENS = "regexp_extract_all(lower(strip_accents({})), '[a-z0-9]+')"
 _STOPWORDS = pa.table({"sw": (Path(__file__).parent.parent / "assets" / "stopwords_english.txt").read_text().split()})
 _STOPWORD_SET = frozenset(_STOPWORDS.column("sw").to_pylist())
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # fts's tokens of lowercased ASCII text
+_STEMS_KEPT = 200_000  # words whose porter stem a store keeps (the cache is cleared past this)
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
@@ -144,6 +147,7 @@ class DuckDBStore(ParquetArchive, SQLStore):
         self._lock = threading.RLock()
         self._cursor_lock = threading.Lock()
         self.lexical_syncs = 0
+        self._stems: dict[str, str] = {}  # word -> porter stem, as DuckDB's fts stems it
         self.con = _connect(self.path, read_only=read_only)
         if self.path != ":memory:":
             limit = os.environ.get(MEMORY_LIMIT_ENV, MEMORY_LIMIT)
@@ -436,10 +440,22 @@ class DuckDBStore(ParquetArchive, SQLStore):
 
     def _analyse(self, text: str) -> list[str]:
         """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
-        # One short statement (no scan of the stopword table per query): the stopwords are dropped here.
-        rows = self.con.execute(f"SELECT DISTINCT tok, stem(tok, 'porter') FROM (SELECT unnest("
-                                f"{_TOKENS.format('?::VARCHAR')}) AS tok)", [check_text(text, "query")]).fetchall()
-        return sorted({stem for tok, stem in rows if tok not in _STOPWORD_SET})
+        check_text(text, "query")
+        if not text.isascii():
+            # strip_accents and lower beyond ASCII are DuckDB's own: the whole analysis runs there.
+            rows = self.con.execute(f"SELECT DISTINCT tok, stem(tok, 'porter') FROM (SELECT unnest("
+                                    f"{_TOKENS.format('?::VARCHAR')}) AS tok)", [text]).fetchall()
+            return sorted({stem for tok, stem in rows if tok not in _STOPWORD_SET})
+        # On ASCII, fts's tokenizer is exactly lowercase + runs of [a-z0-9]; each word's stem is asked of
+        # DuckDB once and kept, so a query costs no statement once its words have been seen.
+        toks = {t for t in _ASCII_TOKEN.findall(text.lower()) if t not in _STOPWORD_SET}
+        todo = sorted(toks - self._stems.keys())
+        if todo:
+            if len(self._stems) > _STEMS_KEPT:
+                self._stems.clear()
+            self._stems.update(self.con.execute("SELECT tok, stem(tok, 'porter') FROM (SELECT unnest(?::VARCHAR[]) "
+                                                "AS tok)", [todo]).fetchall())
+        return sorted({self._stems[t] for t in toks})
 
     def search_lexical(self, query: str, k: int, *, user: str,
                        filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
