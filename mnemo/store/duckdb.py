@@ -14,7 +14,6 @@ written since the last lexical search are analysed in one statement at the next
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -29,10 +28,12 @@ from ..config import DecayConfig
 from ..errors import ExtensionUnavailable, StoreError, StoreLocked
 from ..model import Event, Link, MemoryRecord, Turn
 from . import ann, persist
+from .cache import RecordCache
+from .duckdb_lexical import DuckDBLexical
 from .index import VectorIndex
 from .lexical import LexicalIndex
 from .parquet import ParquetArchive
-from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_text, check_version, naive
+from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
 DUCKDB_VERSION = "1.5.5"  # the pinned release the extension packages must match
@@ -43,15 +44,7 @@ ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifest
 MEMORY_LIMIT_ENV = "MNEMO_DUCKDB_MEMORY_LIMIT"
 MEMORY_LIMIT = "1GB"
 _LOAD_BATCH = 50_000  # rows per Arrow batch when the vectors are streamed into the index at open
-_LEXICAL_BATCH = 100_000  # rows analysed per statement when BM25 postings are built (bounds DuckDB's memory)
 
-# fts's analysis (see mnemo.store.lexical): its tokenizer with digits kept, its stopwords, then porter stems.
-# Its ignore pattern (\.|[^a-z0-9])+ split on whitespace leaves exactly the runs of [a-z0-9], found here in one pass.
-_TOKENS = "regexp_extract_all(lower(strip_accents({})), '[a-z0-9]+')"
-_STOPWORDS = pa.table({"sw": (Path(__file__).parent.parent / "assets" / "stopwords_english.txt").read_text().split()})
-_STOPWORD_SET = frozenset(_STOPWORDS.column("sw").to_pylist())
-_ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # fts's tokens of lowercased ASCII text
-_STEMS_KEPT = 200_000  # words whose porter stem a store keeps (the cache is cleared past this)
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
@@ -134,7 +127,7 @@ DUCKDB = Dialect(
 )
 
 
-class DuckDBStore(ParquetArchive, SQLStore):
+class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -148,6 +141,7 @@ class DuckDBStore(ParquetArchive, SQLStore):
         self._cursor_lock = threading.Lock()
         self.lexical_syncs = 0
         self._stems: dict[str, str] = {}  # word -> porter stem, as DuckDB's fts stems it
+        self._cache_init()
         self.con = _connect(self.path, read_only=read_only)
         if self.path != ":memory:":
             limit = os.environ.get(MEMORY_LIMIT_ENV, MEMORY_LIMIT)
@@ -217,6 +211,7 @@ class DuckDBStore(ParquetArchive, SQLStore):
         # table, else rebuilt lazily, from the whole table, at the next lexical search.
         self.lexical, self._lexical_pending = LexicalIndex(), None
         self._saved_rows = 0
+        self._drop_all()
         # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
         # pinned read probes them by index instead of scanning the table.
         self._pinned_ids = {r[0] for r in self.con.execute("SELECT id FROM memories WHERE pinned").fetchall()}
@@ -324,6 +319,7 @@ class DuckDBStore(ParquetArchive, SQLStore):
             cols[col] = pa.array(values, type=arrow) if arrow else list(values)
         cols["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), self.dim)
         batch = pa.table(cols)  # noqa: F841 - read by DuckDB's replacement scan below
+        self._drop(r.id for r in records)
         with self._lock:
             self.con.execute(f"INSERT INTO memories ({', '.join(SQL_COLS)}, embedding) SELECT * FROM batch")
             if self._lexical_pending is not None:
@@ -369,6 +365,7 @@ class DuckDBStore(ParquetArchive, SQLStore):
                     [naive(now), cfg.threshold])
             self.con.execute("DROP TABLE decayed")
         if rows and not dry_run:
+            self._drop_all()
             self._status_changed([r[0] for r in rows], False)
         return [(r[0], float(r[1])) for r in rows]
 
@@ -380,13 +377,16 @@ class DuckDBStore(ParquetArchive, SQLStore):
         sql, ids = _in("id", sorted(self._pinned_ids))
         return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
 
+    def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
+        return SQLStore.get_many(self, ids)
+
     def vectors(self, ids: list[str]) -> np.ndarray:
         return self.index.vectors(ids)
 
     def _index_stats(self) -> dict[str, Any]:
         # lexical_rows: rows in the BM25 postings (None: built at the next search); saved_rows: rows the
         # indexes saved beside the file cover (store.persist), 0 when none were taken back or saved.
-        return {"index": ann.kind_of(self.index), "saved_rows": self._saved_rows,
+        return {"index": ann.kind_of(self.index), "saved_rows": self._saved_rows, **self._cache_stats(),
                 "lexical_rows": None if self._lexical_pending is None else len(self.lexical),
                 "lexical_waiting": len(self._lexical_pending or [])}
 
@@ -402,68 +402,6 @@ class DuckDBStore(ParquetArchive, SQLStore):
             return None
         where, params = self._where(user, filters, active_only=True)
         return {r[0] for r in self.con.execute(f"SELECT id FROM memories WHERE {where}", params).fetchall()}
-
-    def _sync_lexical(self) -> None:
-        """Analyse the rows written since the last lexical search (all rows, the first time) into the postings."""
-        with self._lock:
-            pending = self._lexical_pending
-            if pending is not None and not pending:
-                return
-            # Rows come back with their position, so postings need no id lookups.
-            where = "" if pending is None else "WHERE id IN (SELECT id FROM todo)"
-            todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
-            docs = self.con.execute(
-                f"SELECT id, user_id, status = 'active' AS active, text FROM memories {where}").to_arrow_table()
-            for start in range(0, docs.num_rows, _LEXICAL_BATCH):
-                self._add_postings(docs.slice(start, _LEXICAL_BATCH))
-            self._lexical_pending = []
-            self.lexical_syncs += 1
-            del docs
-            pa.default_memory_pool().release_unused()
-
-    def _add_postings(self, docs: pa.Table) -> None:
-        """Analyse one batch of (id, user_id, active, text) rows and append them and their postings."""
-        part = docs.append_column("pos", pa.array(np.arange(docs.num_rows)))  # noqa: F841 - read by DuckDB
-        stopwords = _STOPWORDS  # noqa: F841 - read by DuckDB
-        # Each distinct token is stemmed once; create_fts_index drops stopwords before stemming.
-        post = self.con.execute(
-            f"""WITH toks AS (SELECT pos, unnest({_TOKENS.format('text')}) AS tok FROM part),
-                kept AS (SELECT pos, tok FROM toks WHERE tok NOT IN (SELECT sw FROM stopwords)),
-                stems AS (SELECT tok, stem(tok, 'porter') AS term FROM (SELECT DISTINCT tok FROM kept))
-            SELECT pos, term, count(*) AS tf FROM kept JOIN stems USING (tok) GROUP BY pos, term"""
-        ).to_arrow_table()
-        terms = post.column("term").combine_chunks().dictionary_encode()
-        self.lexical.add(docs.column("id").to_pylist(), docs.column("user_id").to_pylist(),
-                         docs.column("active").to_numpy(zero_copy_only=False).astype(bool),
-                         post.column("pos").to_numpy(), terms.dictionary.to_pylist(), terms.indices.to_numpy(),
-                         post.column("tf").to_numpy())
-
-    def _analyse(self, text: str) -> list[str]:
-        """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
-        check_text(text, "query")
-        if not text.isascii():
-            # strip_accents and lower beyond ASCII are DuckDB's own: the whole analysis runs there.
-            rows = self.con.execute(f"SELECT DISTINCT tok, stem(tok, 'porter') FROM (SELECT unnest("
-                                    f"{_TOKENS.format('?::VARCHAR')}) AS tok)", [text]).fetchall()
-            return sorted({stem for tok, stem in rows if tok not in _STOPWORD_SET})
-        # On ASCII, fts's tokenizer is exactly lowercase + runs of [a-z0-9]; each word's stem is asked of
-        # DuckDB once and kept, so a query costs no statement once its words have been seen.
-        toks = {t for t in _ASCII_TOKEN.findall(text.lower()) if t not in _STOPWORD_SET}
-        todo = sorted(toks - self._stems.keys())
-        if todo:
-            if len(self._stems) > _STEMS_KEPT:
-                self._stems.clear()
-            self._stems.update(self.con.execute("SELECT tok, stem(tok, 'porter') FROM (SELECT unnest(?::VARCHAR[]) "
-                                                "AS tok)", [todo]).fetchall())
-        return sorted({self._stems[t] for t in toks})
-
-    def search_lexical(self, query: str, k: int, *, user: str,
-                       filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
-        """Return the top-k active memories of `user` by BM25, best first (ties by id)."""
-        terms = self._analyse(query)
-        self._sync_lexical()
-        allowed = self._allowed(user, filters)
-        return self.lexical.search(terms, k, user=user, allowed=allowed)
 
     def _reload_index(self) -> None:
         # The in-process index has no delete; after a purge or restore it is rebuilt from the file, and the
@@ -513,19 +451,6 @@ class DuckDBStore(ParquetArchive, SQLStore):
                 yield [(MEMORIES.of(r[:-1]), [EVENTS.of(e) for e in r[-1] or ()]) for r in rows]
         finally:
             cur.close()
-
-    @property
-    def lexical_stale(self) -> bool:
-        """True when rows written since the last lexical search wait to be analysed into the BM25 postings."""
-        return self._lexical_pending is None or bool(self._lexical_pending)
-
-    def refresh_lexical(self) -> bool:
-        """Analyse waiting rows into the BM25 postings now; return whether there were any."""
-        with self._lock:
-            if not self.lexical_stale:
-                return False
-            self._sync_lexical()
-            return True
 
     def insert_turns(self, turns: Sequence[Turn]) -> None:
         """Insert many turns in one statement (imports); callers hold a transaction."""
@@ -585,6 +510,7 @@ class _Transaction:
     def __enter__(self) -> DuckDBStore:
         self.store._lock.acquire()
         self.store.con.execute("BEGIN TRANSACTION")
+        self.store._tx_began()
         return self.store
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -598,4 +524,5 @@ class _Transaction:
                     self.store.index = VectorIndex(self.store.dim)
                     self.store._load_index()
         finally:
+            self.store._tx_ended()
             self.store._lock.release()
