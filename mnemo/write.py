@@ -149,17 +149,17 @@ def _contexts(store: Store, turns: Sequence[Turn], n: int) -> list[list[Turn]]:
     That is the session's last `n` turns by (time, order stored), the turn itself left out:
     the stored ones (read once per session, before the batch is recorded) and the batch's earlier turns.
     """
-    stored: dict[tuple[str, str | None], list[Turn]] = {}
+    # Per session, its last `n` turns so far as (time, batch position or -1 if stored, stored order, turn).
+    last: dict[tuple[str, str | None], list[tuple[datetime, int, int, Turn]]] = {}
     out: list[list[Turn]] = []
     for k, turn in enumerate(turns):
         key = (turn.user, turn.session)
-        if key not in stored:
-            stored[key] = store.recent_turns(turn.user, turn.session, n)
-        earlier = [(t.at, -1, i) for i, t in enumerate(stored[key])]
-        earlier += [(t.at, j, 0) for j, t in enumerate(turns[:k + 1]) if (t.user, t.session) == key]
-        # The same order as the store's: by time, then insertion (stored turns before the batch's).
-        last = sorted(earlier, key=lambda e: (e[0], e[1], e[2]))[-n:]
-        out.append([stored[key][i] if j < 0 else turns[j] for _, j, i in last if j != k])
+        if key not in last:
+            last[key] = [(t.at, -1, i, t) for i, t in enumerate(store.recent_turns(turn.user, turn.session, n))]
+        # The store's order: by time, then insertion (stored turns before the batch's). A turn outside the
+        # last n now can never come back into them, so only those are kept.
+        last[key] = sorted([*last[key], (turn.at, k, 0, turn)], key=lambda e: e[:3])[-n:]
+        out.append([e[3] for e in last[key] if e[1] != k])
     return out
 
 

@@ -176,3 +176,19 @@ def test_remember_many_on_a_file_store_survives_reopening(tmp_path):
         live = [m.text for m in mem.memories("u")]
         assert any("Lisbon" in t for t in live) and not any("Berlin" in t for t in live)
         assert mem.recall("Where does u live?", user="u").memories
+
+
+def test_context_follows_the_stores_order_when_times_run_backwards():
+    from datetime import timedelta
+
+    turns = [("My locker code is 4471.", 5), ("My bike is red.", 1), ("Please remember that.", 3),
+             ("I live in Berlin.", 0), ("Save this.", 4), ("Forget that.", 2)]
+    with Memory.open(":memory:", embedder="hash", clock=SimulatedClock(START)) as one, \
+            Memory.open(":memory:", embedder="hash", clock=SimulatedClock(START)) as many:
+        for mem in (one, many):
+            mem.remember("My desk is on floor 3.", user="u", session="s", at=START + timedelta(minutes=2))
+        reports = [one.remember(t, user="u", session="s", at=START + timedelta(minutes=m)) for t, m in turns]
+        batched = many.remember_many([{"text": t, "at": START + timedelta(minutes=m)} for t, m in turns],
+                                     user="u", session="s")
+        assert [outcome(r) for r in batched] == [outcome(r) for r in reports]
+        assert snapshot(many) == snapshot(one)
