@@ -106,7 +106,7 @@ class Memory:
         reports = write_stage.remember_many(self.store, self.embedder, self.llm, made, self.config, self.judge)
         provenance = self.provenance()
         for report in reports:
-            report.provenance = provenance
+            report.provenance = dict(provenance)
         return reports
 
     def add(self, text: str, *, user: str, kind: str = "semantic", category: str = "fact",
