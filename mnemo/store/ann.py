@@ -265,16 +265,19 @@ class IvfIndex(_Approximate):
     def _bulk(self, ids: list[str], users: list[str], vecs: np.ndarray, active: np.ndarray | None,
               known: np.ndarray | None = None) -> None:
         t0 = time.perf_counter()
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
         if known is None:
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
             self._train(vecs, norms)
             known = np.full(len(vecs), -1, dtype=np.int32)
         lists = known.copy()
         todo = np.flatnonzero(lists < 0)
         for s in range(0, len(todo), _BLOCK):
             part = todo[s:s + _BLOCK]
-            lists[part] = assign_rows(vecs[part] / norms[part], self._cent)
+            # Norms are taken row by row, so only the rows being assigned need theirs (saved lists need none).
+            norm = np.linalg.norm(vecs[part], axis=1, keepdims=True)
+            norm[norm == 0] = 1.0
+            lists[part] = assign_rows(vecs[part] / norm, self._cent)
         order = np.argsort(lists, kind="stable")
         flags = np.ones(len(ids), dtype=bool) if active is None else np.asarray(active, dtype=bool)
         self._grow(len(ids))
