@@ -2,6 +2,7 @@
 
 Each size runs in its own subprocess so peak memory (ru_maxrss) belongs to that size alone.
 Usage: python benchmarks/bench_store.py --sizes 10000,100000,1000000 --out benchmarks/results/store.json
+       python benchmarks/bench_store.py --profile 10000     # where a recall's time goes (cProfile)
 """
 
 from __future__ import annotations
@@ -92,14 +93,64 @@ def run_size(n: int) -> dict:
     }
 
 
+def profile_recall(n: int, queries: int = 50, top: int = 30) -> dict:
+    """Profile `Memory.recall` on a file store of `n` memories (real LoCoMo texts when MNEMO_DATA_DIR has
+    them, hash vectors): print cProfile's top functions and return the p50 against the numpy floor."""
+    import cProfile
+    import io
+    import pstats
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_open import QUESTIONS, texts
+
+    import mnemo
+
+    path = Path(tempfile.mkdtemp()) / "profile.duckdb"
+    with mnemo.Memory.open(path, embedder="hash") as mem:
+        mem.add_many(texts(n), user="u")
+    mem = mnemo.Memory.open(path)
+    asked = [QUESTIONS[i % len(QUESTIONS)] for i in range(queries)]
+    qvecs = mem.embedder.embed(asked)
+    vecs = mem.store.index._vecs[: mem.store.index.size]
+    mem.recall(asked[0], user="u")  # loads the question parser and tokenizer, builds the postings
+    times, floor = [], []
+    prof = cProfile.Profile()
+    for q, v in zip(asked, qvecs, strict=True):
+        t0 = time.perf_counter()
+        prof.enable()
+        mem.recall(q, user="u")
+        prof.disable()
+        times.append(time.perf_counter() - t0)
+        # The floor, timed query by query beside it: brute-force top-10 over the same matrix.
+        t0 = time.perf_counter()
+        scores = vecs @ v
+        np.argpartition(-scores, 9)[:10]
+        floor.append(time.perf_counter() - t0)
+    mem.close()
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    print(out.getvalue())
+    rec, flo = _percentiles(times), _percentiles(floor)
+    return {"n": n, "queries": queries, "recall": rec, "floor": flo, "ratio_p50": rec["p50_ms"] / flo["p50_ms"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--out", default="benchmarks/results/store.json")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--profile", type=int, metavar="N",
+                    help="profile Memory.recall on a store of N memories (cProfile, profiled p50 vs numpy floor)")
     args = ap.parse_args()
     if args.one:
         print(json.dumps(run_size(args.one)))
+        return
+    if args.profile:
+        row = profile_recall(args.profile)
+        print(f"n={row['n']:,}: recall p50 {row['recall']['p50_ms']:.2f} ms (under cProfile), numpy floor "
+              f"{row['floor']['p50_ms']:.2f} ms, ratio {row['ratio_p50']:.1f}x")
         return
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_write.py --out benchmarks/results/write.json
     .venv/bin/python benchmarks/bench_write.py --before ../wt-before --out ...   # the same, side by side with a checkout
     .venv/bin/python benchmarks/bench_write.py --table benchmarks/results/write.json
+    .venv/bin/python benchmarks/bench_write.py --locomo remember_many,remember   # all of LoCoMo, both ways
 
 Turns: the user turns of the shared LoCoMo conversations when MNEMO_DATA_DIR holds them, else
 the project's own scenarios. Each side (this checkout, and with `--before` another checkout of
@@ -12,7 +13,10 @@ mnemo) runs in its own subprocess with the same turns, the same embedder and the
   one warm-up turn (the parser's load is reported separately as `load_s`);
 * remember: the median and p95 milliseconds of `Memory.remember` per turn on an in-memory store
   already holding N memories of other users (N = 0, 1k, 10k; bulk-added, so the store size is
-  what varies, not the user's own history), and turns / s over the run.
+  what varies, not the user's own history), and turns / s over the run;
+* remember_many: the same turns in one `Memory.remember_many` call on a fresh store of the same
+  size, right after `remember` in the same subprocess (turns / s, and the ratio to `remember`'s);
+* `--locomo`: every shared LoCoMo conversation ingested (wall time, memories stored).
 
 Ratios in the table are after / before, measured in the same invocation, one side after the
 other (not interleaved: each side loads its own parser).
@@ -56,6 +60,9 @@ def side(root: str, embedder: str, n_turns: int, sizes: list[int]) -> dict:
     """Run one side in a subprocess with `root` first on sys.path; return its measurements."""
     code = f"""
 import json, statistics, sys, time
+from datetime import datetime, timedelta, timezone
+# Every turn at a fixed time, a minute apart, on both paths: the stores are comparable memory for memory.
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 sys.path.insert(0, {root!r})
 t0 = time.perf_counter()
 import mnemo
@@ -77,17 +84,31 @@ for size in {sizes!r}:
         filler = [f"Filler memory number {{i}} about topic {{i % 97}}." for i in range(size)]
         for k in range(0, size, 5000):
             mem.add_many(filler[k:k + 5000], user="others")
-    mem.remember("I live in Lisbon.", user="u", session="s")
+    mem.remember("I live in Lisbon.", user="u", session="s", at=T0)
     times = []
     t = time.perf_counter()
-    for x in texts:
+    for i, x in enumerate(texts):
         s = time.perf_counter()
-        mem.remember(x, user="u", session="s")
+        mem.remember(x, user="u", session="s", at=T0 + timedelta(minutes=i + 1))
         times.append((time.perf_counter() - s) * 1000)
     total = time.perf_counter() - t
     times.sort()
     out["remember"][str(size)] = {{"p50_ms": statistics.median(times), "p95_ms": times[int(0.95 * (len(times) - 1))],
                                   "turns_per_s": len(texts) / total, "memories": len(mem.memories("u"))}}
+    mem.close()
+    if not hasattr(mnemo.Memory, "remember_many"):
+        continue
+    # The same turns through one remember_many call, on a store of the same size, right after.
+    mem = mnemo.Memory.open(":memory:", embedder={embedder!r})
+    if size:
+        for k in range(0, size, 5000):
+            mem.add_many(filler[k:k + 5000], user="others")
+    mem.remember("I live in Lisbon.", user="u", session="s", at=T0)
+    t = time.perf_counter()
+    mem.remember_many([{{"text": x, "at": T0 + timedelta(minutes=i + 1)}} for i, x in enumerate(texts)],
+                      user="u", session="s")
+    total = time.perf_counter() - t
+    out["remember"][str(size)].update(many_turns_per_s=len(texts) / total, many_memories=len(mem.memories("u")))
     mem.close()
 print(json.dumps(out))
 """
@@ -113,7 +134,48 @@ def table(report: dict) -> str:
         for label, key in (("p50 ms", "p50_ms"), ("p95 ms", "p95_ms"), ("turns/s", "turns_per_s")):
             cell = f"| remember at {int(size):,} others, {label} | {a[key]:.1f} |"
             lines.append(cell + (f" {b[key]:.1f} | {a[key] / b[key]:.2f}x |" if b else " - | - |"))
+        if "many_turns_per_s" in a:
+            lines.append(f"| remember_many at {int(size):,} others, turns/s (vs remember, same run) | "
+                         f"{a['many_turns_per_s']:.1f} | {a['turns_per_s']:.1f} | "
+                         f"{a['many_turns_per_s'] / a['turns_per_s']:.2f}x |")
+            lines.append(f"| memories stored (remember_many / remember) | {a['many_memories']} | {a['memories']} | - |")
     return "\n".join(lines)
+
+
+def ingest_locomo(through: str) -> dict:
+    """Ingest every shared LoCoMo conversation through `remember_many` (one call a conversation) or `remember`.
+
+    Each conversation is its own user; a session's turns are a minute apart from the session's time.
+    Returns wall time, turns, memories stored (active and all) and turns / s.
+    """
+    from datetime import timedelta
+
+    import mnemo
+    from mnemo.eval import datasets
+    from mnemo.eval.bench import session_times
+    from mnemo.extract import extract_offline
+
+    extract_offline("I live in Lisbon.")  # the parser's load is not ingest time
+    ds = datasets.load("locomo")
+    mem = mnemo.Memory.open(":memory:", embedder="hash")
+    n = 0
+    started = time.perf_counter()
+    for conv in ds.conversations:
+        turns = [{"text": t.text, "session": s.id, "at": when + timedelta(minutes=i)}
+                 for s, when in zip(conv.sessions, session_times(conv), strict=True)
+                 for i, t in enumerate(s.turns)]
+        n += len(turns)
+        if through == "remember_many":
+            mem.remember_many(turns, user=conv.id)
+        else:
+            for t in turns:
+                mem.remember(t["text"], user=conv.id, session=t["session"], at=t["at"])
+    wall = time.perf_counter() - started
+    out = {"through": through, "conversations": len(ds.conversations), "turns": n, "wall_s": wall,
+           "turns_per_s": n / wall, "memories_active": len(mem.memories()),
+           "memories_all": len(mem.memories(include_inactive=True))}
+    mem.close()
+    return out
 
 
 def main() -> None:
@@ -124,9 +186,22 @@ def main() -> None:
     ap.add_argument("--sizes", default="0,1000,10000")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path, help="print the table of a saved report and exit")
+    ap.add_argument("--locomo", default="", help="ingest all of LoCoMo through remember_many, remember, or both "
+                                                 "(comma-separated, in this process) and exit")
     args = ap.parse_args()
     if args.table:
         print(table(json.loads(args.table.read_text())))
+        return
+    if args.locomo:
+        sys.path.insert(0, str(ROOT))
+        runs = [ingest_locomo(w.strip()) for w in args.locomo.split(",") if w.strip()]
+        report = {"locomo_ingest": runs, "load": os.getloadavg()}
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=2))
+        for r in runs:
+            print(f"{r['through']}: {r['turns']} turns of {r['conversations']} conversations in {r['wall_s']:.1f} s "
+                  f"({r['turns_per_s']:.1f} turns/s), {r['memories_active']} active memories "
+                  f"({r['memories_all']} with tombstones)")
         return
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     started = time.time()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,31 @@ class Memory:
         report = write_stage.remember(self.store, self.embedder, self.llm, turn, self.config, self.judge)
         report.provenance = self.provenance()
         return report
+
+    def remember_many(self, turns: Iterable[str | Mapping[str, Any]], *, user: str, session: str | None = None,
+                      agent: str | None = None, at: datetime | None = None) -> list[WriteReport]:
+        """Remember a conversation in one call: the same outcomes as `remember` turn by turn, one report each.
+
+        A turn is a text, or a mapping with "text" and any of "user", "session", "agent", "at" that
+        differ from the call's. Turns are recorded first; parsing and embedding are batched and the
+        memories are written in one transaction (see `write.remember_many`).
+        """
+        made = []
+        for item in turns:
+            spec = {"text": item} if isinstance(item, str) else dict(item)
+            unknown = set(spec) - {"text", "user", "session", "agent", "at"}
+            if unknown:
+                raise InvalidInput(f"remember_many() turn has unknown keys {sorted(unknown)}; "
+                                   "use text, user, session, agent, at")
+            when = spec.get("at", at)
+            made.append(write_stage.new_turn(spec.get("text"), user=spec.get("user", user),
+                                             session=spec.get("session", session), agent=spec.get("agent", agent),
+                                             at=self._now(when), cfg=self.config))
+        reports = write_stage.remember_many(self.store, self.embedder, self.llm, made, self.config, self.judge)
+        provenance = self.provenance()
+        for report in reports:
+            report.provenance = dict(provenance)
+        return reports
 
     def add(self, text: str, *, user: str, kind: str = "semantic", category: str = "fact",
             subject: str | None = None, attribute: str | None = None, value: str | None = None,

@@ -12,7 +12,7 @@ import numpy as np
 from .config import Config
 from .decay import ttl_for
 from .errors import InvalidInput
-from .extract import extract
+from .extract import AHEAD, extract, parsed_texts, read_ahead
 from .model import Action, Candidate, Event, Forgetting, Link, MemoryRecord, Supersession, Turn, WriteReport
 from .reconcile import plan_writes
 from .store import Store, new_id
@@ -26,6 +26,14 @@ NAMED_NEIGHBOURS = 5
 def record_turn(store: Store, text: str, *, user: str, session: str | None, agent: str | None,
                 at: datetime, cfg: Config, role: str = "user", meta: dict[str, Any] | None = None) -> Turn:
     """Validate and store a raw turn in its own transaction, so it survives whatever follows."""
+    turn = new_turn(text, user=user, session=session, agent=agent, at=at, cfg=cfg, role=role, meta=meta)
+    store.insert_turn(turn)
+    return turn
+
+
+def new_turn(text: str, *, user: str, session: str | None, agent: str | None, at: datetime, cfg: Config,
+             role: str = "user", meta: dict[str, Any] | None = None) -> Turn:
+    """Return a validated raw turn, not yet stored (InvalidInput says what is wrong with it)."""
     if not isinstance(text, str):
         raise InvalidInput(f"remember() takes text, got {type(text).__name__}")
     if not text.strip():
@@ -37,10 +45,8 @@ def record_turn(store: Store, text: str, *, user: str, session: str | None, agen
         )
     if not user:
         raise InvalidInput("remember() needs a user")
-    turn = Turn(id=new_id("t"), user=user, text=text, at=at, session=session, agent=agent, role=role,
+    return Turn(id=new_id("t"), user=user, text=text, at=at, session=session, agent=agent, role=role,
                 meta=dict(meta or {}))
-    store.insert_turn(turn)
-    return turn
 
 
 def neighbourhood(store: Store, user: str, candidates: Sequence[Candidate], vecs: np.ndarray) -> list[MemoryRecord]:
@@ -107,6 +113,70 @@ def remember(store: Store, embedder, llm, turn: Turn, cfg: Config,
     return report
 
 
+def remember_many(store: Store, embedder, llm, turns: Sequence[Turn], cfg: Config,
+                  judge: Callable[[Candidate, MemoryRecord], dict]) -> list[WriteReport]:
+    """Remember validated turns in order, with the outcomes of one `remember` each; return one report a turn.
+
+    The raw turns are recorded first, in one committed transaction. Then each block of turns is
+    parsed in one pass (`extract.read_ahead`) and its candidates embedded in one call; every turn
+    is still reconciled against what the turns before it wrote (a correction in the fifth turn
+    supersedes a fact of the third), and all the memories are written in one transaction.
+    """
+    contexts = _contexts(store, turns, cfg.write.context_turns + 1)
+    with store.transaction():
+        store.insert_turns(turns)
+    reports: list[WriteReport] = []
+    with store.transaction():
+        for block, to_parse in _blocks(turns, contexts, cfg, llm.offline):
+            read_ahead(to_parse)
+            found = [cap(extract(llm, t, contexts[k], cfg.write), cfg.write.max_candidates) for k, t in block]
+            texts = [c.text for kept, _ in found for c in kept]
+            vecs = embedder.embed(texts) if texts else np.zeros((0, store.dim), np.float32)
+            at = 0
+            for (_, turn), (candidates, overflow) in zip(block, found, strict=True):
+                mine, at = vecs[at:at + len(candidates)], at + len(candidates)
+                plan = reconcile(store, turn.user, candidates, mine, cfg, judge, embedder)
+                report = apply_plan(store, plan, candidates, mine, turn=turn, cfg=cfg)
+                report.ignored.extend((c, f"over max_candidates={cfg.write.max_candidates} for one turn")
+                                      for c in overflow)
+                reports.append(report)
+    return reports
+
+
+def _contexts(store: Store, turns: Sequence[Turn], n: int) -> list[list[Turn]]:
+    """Return each turn's context as `remember` would see it had the turns before it been stored one by one.
+
+    That is the session's last `n` turns by (time, order stored), the turn itself left out:
+    the stored ones (read once per session, before the batch is recorded) and the batch's earlier turns.
+    """
+    # Per session, its last `n` turns so far as (time, batch position or -1 if stored, stored order, turn).
+    last: dict[tuple[str, str | None], list[tuple[datetime, int, int, Turn]]] = {}
+    out: list[list[Turn]] = []
+    for k, turn in enumerate(turns):
+        key = (turn.user, turn.session)
+        if key not in last:
+            last[key] = [(t.at, -1, i, t) for i, t in enumerate(store.recent_turns(turn.user, turn.session, n))]
+        # The store's order: by time, then insertion (stored turns before the batch's). A turn outside the
+        # last n now can never come back into them, so only those are kept.
+        last[key] = sorted([*last[key], (turn.at, k, 0, turn)], key=lambda e: e[:3])[-n:]
+        out.append([e[3] for e in last[key] if e[1] != k])
+    return out
+
+
+def _blocks(turns: Sequence[Turn], contexts: list[list[Turn]], cfg: Config, offline: bool
+            ) -> list[tuple[list[tuple[int, Turn]], list[str]]]:
+    """Return the turns, with their positions, in blocks whose texts to parse fit one read-ahead, each with
+    those texts (none when a model, not the parser, extracts)."""
+    blocks: list[tuple[list[tuple[int, Turn]], list[str]]] = [([], [])]
+    for k, turn in enumerate(turns):
+        texts = parsed_texts(turn.text, contexts[k], cfg.write, turn.user) if offline else []
+        if blocks[-1][0] and (len(blocks[-1][1]) + len(texts) > AHEAD or len(blocks[-1][0]) >= AHEAD):
+            blocks.append(([], []))
+        blocks[-1][0].append((k, turn))
+        blocks[-1][1].extend(texts)
+    return [b for b in blocks if b[0]]
+
+
 def cap(candidates: list[Candidate], limit: int) -> tuple[list[Candidate], list[Candidate]]:
     """Return (kept, dropped): the `limit` most important candidates in their original order, and the rest."""
     if len(candidates) <= limit:
@@ -140,7 +210,14 @@ def _event(memory_id: str, at: datetime, action: str, before: str | None, after:
 
 def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: np.ndarray, *, turn: Turn,
           cfg: Config) -> WriteReport:
-    """Apply a write plan in one transaction and return what it did.
+    """Apply a write plan in one transaction and return what it did (see `apply_plan`)."""
+    with store.transaction():
+        return apply_plan(store, plan, candidates, vecs, turn=turn, cfg=cfg)
+
+
+def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], vecs: np.ndarray, *, turn: Turn,
+               cfg: Config) -> WriteReport:
+    """Apply a write plan inside the caller's transaction and return what it did.
 
     New memories are inserted first so that supersessions and `because` links can
     name them; a candidate that caused a change in the same turn is referred to by
@@ -154,54 +231,53 @@ def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: n
         if action.op in ("add", "supersede") and action.candidate is not None:
             k = row_of[id(action.candidate)]
             created[k] = materialise(action.candidate, turn, cfg)
-    with store.transaction():
-        if created:
-            order = sorted(created)
-            store.insert_memories([created[k] for k in order], vecs[order])
-        events: list[Event] = []
-        links: list[Link] = []
-        born: set[str] = set()
-        linked: set[tuple[str, str]] = set()
-        for action in plan:
-            new = created.get(row_of.get(id(action.candidate), -1)) if action.candidate is not None else None
-            if action.op == "add" and new is not None:
-                report.added.append(new)
-                events.append(_event(new.id, at, "created", None, "active", action.reason, action.evidence))
-            elif action.op == "supersede" and new is not None and action.target_id:
-                old = store.get(action.target_id)
-                reason = _with_cause(action.reason, action.candidate.cause)
-                store.set_status(old.id, "superseded", reason=reason, at=at, successor=new.id)
-                if new.id not in born:
-                    # A retraction may retire several memories; its successor is created once.
-                    born.add(new.id)
-                    events.append(_event(new.id, at, "created", None, "active", reason, action.evidence))
-                events.append(_event(old.id, at, "superseded", old.status, "superseded", reason,
-                                     action.evidence, new.id))
-                links.append(Link(new.id, old.id, "supersedes", at))
-                report.superseded.append(Supersession(old, new, reason, action.evidence))
-            elif action.op == "corroborate" and action.target_id:
-                store.corroborate(action.target_id, at)
-                events.append(_event(action.target_id, at, "corroborated", "active", "active", action.reason,
-                                     action.evidence, turn.id))
-                report.corroborated.append((store.get(action.target_id), action.evidence))
-            elif action.op == "duplicate" and action.target_id:
-                events.append(_event(action.target_id, at, "duplicate", "active", "active", action.reason,
-                                     action.evidence, turn.id))
-                report.duplicates.append((store.get(action.target_id), action.evidence))
-            elif action.op == "forget" and action.target_id:
-                old = store.get(action.target_id)
-                store.set_status(old.id, "forgotten", reason=action.reason, at=at)
-                events.append(_event(old.id, at, "forgotten", old.status, "forgotten", action.reason,
-                                     action.evidence, turn.id))
-                report.forgotten.append((replace(old, status="forgotten"), action.reason))
-            else:
-                report.ignored.append((action.candidate, action.reason))
-            if new is not None and (new.id, action.op) not in linked:
-                linked.add((new.id, action.op))
-                links.extend(_because_links(action, new, created, at))
-                links.extend(_depends_links(store, new, created, at))
-        store.insert_events(events)
-        store.insert_links(links)
+    if created:
+        order = sorted(created)
+        store.insert_memories([created[k] for k in order], vecs[order])
+    events: list[Event] = []
+    links: list[Link] = []
+    born: set[str] = set()
+    linked: set[tuple[str, str]] = set()
+    for action in plan:
+        new = created.get(row_of.get(id(action.candidate), -1)) if action.candidate is not None else None
+        if action.op == "add" and new is not None:
+            report.added.append(new)
+            events.append(_event(new.id, at, "created", None, "active", action.reason, action.evidence))
+        elif action.op == "supersede" and new is not None and action.target_id:
+            old = store.get(action.target_id)
+            reason = _with_cause(action.reason, action.candidate.cause)
+            store.set_status(old.id, "superseded", reason=reason, at=at, successor=new.id)
+            if new.id not in born:
+                # A retraction may retire several memories; its successor is created once.
+                born.add(new.id)
+                events.append(_event(new.id, at, "created", None, "active", reason, action.evidence))
+            events.append(_event(old.id, at, "superseded", old.status, "superseded", reason,
+                                 action.evidence, new.id))
+            links.append(Link(new.id, old.id, "supersedes", at))
+            report.superseded.append(Supersession(old, new, reason, action.evidence))
+        elif action.op == "corroborate" and action.target_id:
+            store.corroborate(action.target_id, at)
+            events.append(_event(action.target_id, at, "corroborated", "active", "active", action.reason,
+                                 action.evidence, turn.id))
+            report.corroborated.append((store.get(action.target_id), action.evidence))
+        elif action.op == "duplicate" and action.target_id:
+            events.append(_event(action.target_id, at, "duplicate", "active", "active", action.reason,
+                                 action.evidence, turn.id))
+            report.duplicates.append((store.get(action.target_id), action.evidence))
+        elif action.op == "forget" and action.target_id:
+            old = store.get(action.target_id)
+            store.set_status(old.id, "forgotten", reason=action.reason, at=at)
+            events.append(_event(old.id, at, "forgotten", old.status, "forgotten", action.reason,
+                                 action.evidence, turn.id))
+            report.forgotten.append((replace(old, status="forgotten"), action.reason))
+        else:
+            report.ignored.append((action.candidate, action.reason))
+        if new is not None and (new.id, action.op) not in linked:
+            linked.add((new.id, action.op))
+            links.extend(_because_links(action, new, created, at))
+            links.extend(_depends_links(store, new, created, at))
+    store.insert_events(events)
+    store.insert_links(links)
     return report
 
 

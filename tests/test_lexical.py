@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -12,6 +13,8 @@ from mnemo.model import MemoryRecord
 from mnemo.store import DuckDBStore as Store
 from mnemo.store import extension_path as _extension_path
 from mnemo.store.lexical import LexicalIndex
+
+ROOT_ASSETS = Path(__file__).resolve().parents[1] / "mnemo" / "assets"
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -157,3 +160,19 @@ def test_a_version_1_store_migrates_dropping_its_fts_index_and_indexing_ids(tmp_
     assert s.stats()["memories"] == len(TEXTS)
     assert s.search_lexical("supplier", 5, user="alice") == _fts_reference(TEXTS, "supplier", 5)
     s.close()
+
+
+def test_query_analysis_equals_fts_analysis_run_by_duckdb(store):
+    # ASCII queries are tokenised in Python with stems kept per word; the terms must be fts's, word for word.
+    rng = np.random.default_rng(7)
+    alphabet = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:'-_/!?()\t\n")
+    words = ["running", "Runs", "the", "AND", "KT-40's", "generously", "caresses", "ponies", "don't", "i.e.",
+             "e-mail", "héllo", "Straße", "naïve", "x" * 60]
+    queries = ["".join(rng.choice(alphabet, int(rng.integers(1, 60)))) for _ in range(150)]
+    queries += [" ".join(rng.choice(words, int(rng.integers(1, 6)))) for _ in range(150)]
+    sql = ("SELECT DISTINCT tok, stem(tok, 'porter') FROM (SELECT unnest(regexp_extract_all(lower(strip_accents("
+           "?::VARCHAR)), '[a-z0-9]+')) AS tok)")
+    stop = set((ROOT_ASSETS / "stopwords_english.txt").read_text().split())
+    for q in queries:
+        want = sorted({stem for tok, stem in store.con.execute(sql, [q]).fetchall() if tok not in stop})
+        assert store._analyse(q) == want, q

@@ -121,6 +121,13 @@ class Bench:
         """Remember one turn through the write path, noting which dataset turn its memories come from."""
         self.dia_of_turn[mem.remember(text, user=user, session=session, at=at).turn_id] = dia_id
 
+    def remember_many(self, mem: Memory, turns: Sequence[tuple[str, str, str, datetime]], *, user: str) -> None:
+        """Remember (text, dia_id, session, at) turns in one `Memory.remember_many` call, noting their dataset ids."""
+        reports = mem.remember_many([{"text": text, "session": session, "at": at} for text, _, session, at in turns],
+                                    user=user)
+        for report, (_, dia_id, _, _) in zip(reports, turns, strict=True):
+            self.dia_of_turn[report.turn_id] = dia_id
+
     def dia(self, memory: MemoryRecord) -> str | None:
         """Return the dataset turn id a memory came from (bulk meta, else the turn it was extracted from)."""
         return memory.meta.get("dia_id") or self.dia_of_turn.get(memory.turn_id or "")

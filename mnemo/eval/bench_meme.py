@@ -69,10 +69,14 @@ def run_meme(recipes: Sequence[str] = ("default",), *, limit: int | None = None,
         qs = [q for q in ds.questions if q.conversation_id == conv.id]
         for si, (s, when) in enumerate(zip(conv.sessions, times, strict=True)):
             users = [t for t in s.turns if t.role == "user"]
-            for i, t in enumerate(users):
-                turn_at = _tick(mems, when + timedelta(minutes=i))
-                for w in bench.writers(mems):
-                    bench.remember(w, t.text, t.dia_id, user=conv.id, session=s.id, at=turn_at)
+            # Each turn at its minute, never before the clock (as _tick moves it): one call per store.
+            start = max(mem.clock.now() for mem in mems.values())
+            ats = [max(start, when + timedelta(minutes=i)) for i in range(len(users))]
+            for w in bench.writers(mems):
+                bench.remember_many(w, [(t.text, t.dia_id, s.id, at) for t, at in zip(users, ats, strict=True)],
+                                    user=conv.id)
+            if ats:
+                _tick(mems, ats[-1])
             asked = [q for q in qs if s.id == f"S{q.extra['ask_after_session']}"]
             if asked:
                 _tick(mems, when + timedelta(minutes=len(users) + 1))

@@ -61,10 +61,11 @@ def run_beam(recipes: Sequence[str] = ("default",), *, limit: int | None = None,
     for ci, conv in enumerate(convs):
         times = session_times(conv)
         mems = bench.open(max(times) + timedelta(days=1))
+        turns = [(t.text, t.dia_id, s.id, when + timedelta(minutes=i))
+                 for s, when in zip(conv.sessions, times, strict=True)
+                 for i, t in enumerate(x for x in s.turns if x.role == "user")]
         for w in bench.writers(mems):
-            for s, when in zip(conv.sessions, times, strict=True):
-                for i, t in enumerate(x for x in s.turns if x.role == "user"):
-                    bench.remember(w, t.text, t.dia_id, user=conv.id, session=s.id, at=when + timedelta(minutes=i))
+            bench.remember_many(w, turns, user=conv.id)
         users = {t.dia_id for t in conv.turns if t.role == "user"}
         for rname, mem in mems.items():
             for q in (q for q in ds.questions if q.conversation_id == conv.id):

@@ -13,7 +13,7 @@ from ..normalise import sentences
 from .claims import EXTRACTOR
 from .live import EXTRACT_SCHEMA, extract
 from .parser import ParserUnavailable, parser_name
-from .turns import extract_offline, read_turn
+from .turns import AHEAD, extract_offline, parsed_texts, read_ahead, read_turn
 
-__all__ = ["EXTRACT_SCHEMA", "EXTRACTOR", "ParserUnavailable", "extract", "extract_offline", "parser_name",
-           "read_turn", "sentences"]
+__all__ = ["AHEAD", "EXTRACT_SCHEMA", "EXTRACTOR", "ParserUnavailable", "extract", "extract_offline", "parser_name",
+           "parsed_texts", "read_ahead", "read_turn", "sentences"]

@@ -40,12 +40,15 @@ from . import claims as claims_mod
 from . import entities, slots
 from .clauses import analyse, heads, truth_frame
 from .commands import POINTER, command_verb, forget_request, target
-from .parser import parse
+from .parser import RECENT_SIZE, parse
 from .render import render
 from .values import marks
 
 IDENTITY_ATTRIBUTES = frozenset({"name", "city", "address", "job_title", "employer", "email", "phone", "mobile",
                                  "age", "birthday", "origin", "preferred_name"})
+# Texts parsed ahead at once (`read_ahead`): half the parser's memory of recent parses, so none is
+# forgotten before its turn is read.
+AHEAD = RECENT_SIZE // 2
 MAX_SENTENCE_CHARS = 2_000  # a "sentence" longer than this is cut: no statement a person makes is longer
 INJECTION = re.compile(
     r"\b(?:ignore|disregard|forget|override) (?:all |any )?(?:of )?(?:the |your )?(?:previous|prior|above|earlier|"
@@ -351,21 +354,42 @@ def _seed_mentions(doc: Any, st: TurnState) -> None:
                 st.mentions.add(entities.entity_of(subj, st.mentions))
 
 
+def _layout(text: str, context: Sequence[Turn], cfg: WriteConfig, user: str | None
+            ) -> tuple[list[tuple[str | None, str]], int, dict[int, str], Turn | None]:
+    """Return how a turn is read, before any parse: (speaker, sentence) chunks, sentences left unread,
+    the clauses after a "Label:" heading by chunk, and the context turn that seeds its mentions."""
+    chunks: list[tuple[str | None, str]] = []
+    left = 0
+    for speaker, part in speaker_lines(text, user):
+        found, more = _chunks(part, cfg.max_sentences - len(chunks))
+        chunks += [(speaker, s) for s in found]
+        left += more
+    seed = next((t for t in reversed(context) if t.role == "user"), None)
+    rests = {k: m["text"] for k, (_, s) in enumerate(chunks) if (m := _LABEL.match(s))}
+    return chunks, left, rests, seed
+
+
+def parsed_texts(text: str, context: Sequence[Turn], cfg: WriteConfig, user: str | None) -> list[str]:
+    """Return the texts `read_turn` parses first for this turn, so a batch of turns can be parsed in one pass."""
+    chunks, _, rests, seed = _layout(text, context, cfg, user)
+    return [s for _, s in chunks] + list(rests.values()) + ([seed.text[:MAX_SENTENCE_CHARS]] if seed else [])
+
+
+def read_ahead(texts: Sequence[str]) -> None:
+    """Parse `texts` (from `parsed_texts` of the turns about to be read) in one batch; the parser keeps them.
+
+    Reading the turns afterwards finds their parses ready (`parser.parse` keeps the last
+    RECENT_SIZE texts), so callers read ahead at most AHEAD texts at a time.
+    """
+    parse(texts)
+
+
 def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: WriteConfig, *,
               commands: bool = True, user: str | None = None) -> tuple[list[Candidate], int]:
     """Return (claims of `text`, sentences left unread); `commands=False` for text quoted from another turn."""
     st = TurnState(now, list(context), cfg, commands=commands and not INJECTION.search(text))
-    parts = speaker_lines(text, user)
-    chunks: list[tuple[str | None, str]] = []
-    left = 0
-    budget = cfg.max_sentences
-    for speaker, part in parts:
-        found, more = _chunks(part, budget - len(chunks))
-        chunks += [(speaker, s) for s in found]
-        left += more
-    seed = next((t for t in reversed(st.context) if t.role == "user"), None)
+    chunks, left, rests, seed = _layout(text, st.context, cfg, user)
     texts = [s for _, s in chunks]
-    rests = {k: m["text"] for k, (_, s) in enumerate(chunks) if (m := _LABEL.match(s))}
     docs = parse(texts + list(rests.values()) + ([seed.text[:MAX_SENTENCE_CHARS]] if seed is not None else []))
     if seed is not None:
         # "His sister ..." may point at someone named in the previous turn of the session.

@@ -238,13 +238,46 @@ class IvfIndex(_Approximate):
         self._cent = kmeans(vecs[sample] / norms[sample], nlist)
         self._trained_at = n
 
-    def _bulk(self, ids: list[str], users: list[str], vecs: np.ndarray, active: np.ndarray | None) -> None:
+    def lists_of(self, ids: list[str]) -> dict[str, np.ndarray]:
+        """Return the centroids and the list of each of `ids` (-1 for a row in the tail or unknown), to save."""
+        with self._lock:
+            out = np.full(len(ids), -1, dtype=np.int32)
+            if self._cent is None:
+                return {}
+            rows = np.fromiter((self._row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+            grouped = (rows >= 0) & (rows < self._built)
+            out[grouped] = np.searchsorted(self._offsets, rows[grouped], side="right") - 1
+            return {"ivf_cent": self._cent, "ivf_lists": out, "ivf_trained_at": np.array([self._trained_at])}
+
+    def add_grouped(self, ids: list[str], users: list[str], vecs: np.ndarray, active: np.ndarray,
+                    cent: np.ndarray, lists: np.ndarray, trained_at: int) -> None:
+        """Load rows whose lists were saved (`lists[i]` for the first rows, -1 or missing for later ones)
+        with the saved centroids: no k-means, and only the rows without a list are assigned."""
+        with self._lock:
+            if self.size or len(cent) == 0 or cent.shape[1] != self.dim:
+                self.add(ids, users, vecs, active)
+                return
+            self._cent, self._trained_at = np.asarray(cent, dtype=np.float32), trained_at
+            known = np.full(len(ids), -1, dtype=np.int32)
+            known[:len(lists)] = lists[:len(ids)]
+            self._bulk(ids, users, np.asarray(vecs, dtype=np.float32), active, known)
+
+    def _bulk(self, ids: list[str], users: list[str], vecs: np.ndarray, active: np.ndarray | None,
+              known: np.ndarray | None = None) -> None:
         t0 = time.perf_counter()
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        self._train(vecs, norms)
-        lists = np.concatenate([assign_rows(vecs[s:s + _BLOCK] / norms[s:s + _BLOCK], self._cent)
-                                for s in range(0, len(vecs), _BLOCK)])
+        if known is None:
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            self._train(vecs, norms)
+            known = np.full(len(vecs), -1, dtype=np.int32)
+        lists = known.copy()
+        todo = np.flatnonzero(lists < 0)
+        for s in range(0, len(todo), _BLOCK):
+            part = todo[s:s + _BLOCK]
+            # Norms are taken row by row, so only the rows being assigned need theirs (saved lists need none).
+            norm = np.linalg.norm(vecs[part], axis=1, keepdims=True)
+            norm[norm == 0] = 1.0
+            lists[part] = assign_rows(vecs[part] / norm, self._cent)
         order = np.argsort(lists, kind="stable")
         flags = np.ones(len(ids), dtype=bool) if active is None else np.asarray(active, dtype=bool)
         self._grow(len(ids))

@@ -28,11 +28,13 @@ import pyarrow as pa
 from ..config import DecayConfig
 from ..errors import ExtensionUnavailable, StoreError, StoreLocked
 from ..model import Event, Link, MemoryRecord, Turn
-from . import ann
+from . import ann, persist
+from .cache import RecordCache
+from .duckdb_lexical import DuckDBLexical
 from .index import VectorIndex
 from .lexical import LexicalIndex
 from .parquet import ParquetArchive
-from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_text, check_version, naive
+from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
 DUCKDB_VERSION = "1.5.5"  # the pinned release the extension packages must match
@@ -43,13 +45,7 @@ ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifest
 MEMORY_LIMIT_ENV = "MNEMO_DUCKDB_MEMORY_LIMIT"
 MEMORY_LIMIT = "1GB"
 _LOAD_BATCH = 50_000  # rows per Arrow batch when the vectors are streamed into the index at open
-_LEXICAL_BATCH = 100_000  # rows analysed per statement when BM25 postings are built (bounds DuckDB's memory)
 
-# fts's analysis (see mnemo.store.lexical): its tokenizer with digits kept, its stopwords, then porter stems.
-# Its ignore pattern (\.|[^a-z0-9])+ split on whitespace leaves exactly the runs of [a-z0-9], found here in one pass.
-_TOKENS = "regexp_extract_all(lower(strip_accents({})), '[a-z0-9]+')"
-_STOPWORDS = pa.table({"sw": (Path(__file__).parent.parent / "assets" / "stopwords_english.txt").read_text().split()})
-_STOPWORD_SET = frozenset(_STOPWORDS.column("sw").to_pylist())
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
@@ -132,7 +128,7 @@ DUCKDB = Dialect(
 )
 
 
-class DuckDBStore(ParquetArchive, SQLStore):
+class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -154,6 +150,8 @@ class DuckDBStore(ParquetArchive, SQLStore):
         self._lock = threading.RLock()
         self._cursor_lock = threading.Lock()
         self.lexical_syncs = 0
+        self._stems: dict[str, str] = {}  # word -> porter stem, as DuckDB's fts stems it
+        self._cache_init()
         self.con = _connect(self.path, read_only=read_only)
         if self.path != ":memory:":
             limit = os.environ.get(MEMORY_LIMIT_ENV, MEMORY_LIMIT)
@@ -174,7 +172,17 @@ class DuckDBStore(ParquetArchive, SQLStore):
         """Return the embedder name an existing store file was written with (None for a new store)."""
         if str(path) == ":memory:" or not Path(path).exists():
             return None
-        store_con = _connect(str(path), read_only=False)
+        # Read-only: a read-write connection that replays a killed writer's log and closes having read only
+        # store_meta checkpoints the id index without that log's rows (DuckDB 1.5.5): get() then misses them.
+        # A file this process already has open read-write is read through that configuration (nothing to replay).
+        try:
+            store_con = duckdb.connect(str(path), read_only=True)
+        except duckdb.ConnectionException as exc:
+            if "different configuration" not in str(exc):
+                raise StoreError(f"cannot open {path}: {exc}") from exc
+            store_con = _connect(str(path), read_only=False)
+        except duckdb.IOException:
+            store_con = _connect(str(path), read_only=False)  # raises StoreLocked when another process writes
         try:
             row = store_con.execute(
                 "SELECT value FROM store_meta WHERE key = 'embedder'"
@@ -208,9 +216,12 @@ class DuckDBStore(ParquetArchive, SQLStore):
                 self.con.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(target)])
         check_version(version, self.path)
 
-    def _load_index(self) -> None:
-        # The lexical index is rebuilt lazily, from the whole table, at the next lexical search.
+    def _load_index(self, use_saved: bool = True) -> None:
+        # The lexical index is taken from the saved postings (store.persist) when they still describe the
+        # table, else rebuilt lazily, from the whole table, at the next lexical search.
         self.lexical, self._lexical_pending = LexicalIndex(), None
+        self._saved_rows = 0
+        self._drop_all()
         # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
         # pinned read probes them by index instead of scanning the table.
         self._pinned_ids = {r[0] for r in self.con.execute("SELECT id FROM memories WHERE pinned").fetchall()}
@@ -234,12 +245,51 @@ class DuckDBStore(ParquetArchive, SQLStore):
             active[at:at + m] = batch.column(2).to_numpy(zero_copy_only=False)
             ids.extend(batch.column(0).to_pylist())
             users.extend(batch.column(1).to_pylist())
-        self.index.add(ids, users, vecs[:len(ids)], active=active[:len(ids)])
+        saved = persist.saved_for(self, ids, ENGINE_VERSION) if use_saved and self.path != ":memory:" else None
+        lists = saved.get("ivf_lists") if saved else None
+        if lists is not None and isinstance(self.index, ann.IvfIndex):
+            self.index.add_grouped(ids, users, vecs[:len(ids)], active[:len(ids)], saved["ivf_cent"], lists,
+                                   int(saved["ivf_trained_at"][0]))
+        else:
+            self.index.add(ids, users, vecs[:len(ids)], active=active[:len(ids)])
         del vecs, reader
+        if saved is not None:
+            # The saved postings cover the first rows; rows written since wait for the next search, as new writes do.
+            m = len(saved["lex_len"])
+            self.lexical = LexicalIndex.restore(ids[:m], users[:m], active[:m], saved)
+            self._lexical_pending = ids[m:]
+            self._saved_rows = m
         pa.default_memory_pool().release_unused()
 
+    def _checksum(self, ids: Sequence[str] | None = None) -> int:
+        """Return the XOR of hash(id, text) over every row, or over the rows `ids` (order-free, so prefix =
+        whole XOR tail)."""
+        todo = pa.table({"id": pa.array(list(ids or []), pa.string())})  # noqa: F841 - read by DuckDB
+        where = "" if ids is None else "WHERE id IN (SELECT id FROM todo)"
+        row = self.con.execute(f"SELECT bit_xor(hash(id, text)) FROM memories {where}").fetchone()
+        return int(row[0] or 0)
+
+    def save_indexes(self) -> bool:
+        """Save the BM25 postings (built now if they are not) and IVF lists beside the file; return whether saved.
+
+        Nothing is saved for ":memory:" or a read-only store. `close()` saves when a store of at
+        least persist.SAVE_FROM rows holds postings its saved file does not.
+        """
+        if self.path == ":memory:" or self.read_only:
+            return False
+        with self._lock:
+            self._sync_lexical()
+            self._saved_rows = persist.save_store(self, ENGINE_VERSION)
+            return self._saved_rows > 0
+
     def close(self) -> None:
-        """Close the connection (on a `reader`, only its cursor)."""
+        """Save the indexes when worth it (see `save_indexes`), then close the connection."""
+        if not self.read_only and self.path != ":memory:" and persist.worth_saving(self):
+            try:
+                self.save_indexes()
+            except OSError as exc:
+                # The saved indexes are a cache: failing to write them costs the next open time, never data.
+                persist.log.warning("mnemo: could not save the indexes beside %s: %s", self.path, exc)
         self.con.close()
 
     def reader(self) -> DuckDBStore:
@@ -279,6 +329,7 @@ class DuckDBStore(ParquetArchive, SQLStore):
             cols[col] = pa.array(values, type=arrow) if arrow else list(values)
         cols["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), self.dim)
         batch = pa.table(cols)  # noqa: F841 - read by DuckDB's replacement scan below
+        self._drop(r.id for r in records)
         with self._lock:
             self.con.execute(f"INSERT INTO memories ({', '.join(SQL_COLS)}, embedding) SELECT * FROM batch")
             if self._lexical_pending is not None:
@@ -324,6 +375,7 @@ class DuckDBStore(ParquetArchive, SQLStore):
                     [naive(now), cfg.threshold])
             self.con.execute("DROP TABLE decayed")
         if rows and not dry_run:
+            self._drop_all()
             self._status_changed([r[0] for r in rows], False)
         return [(r[0], float(r[1])) for r in rows]
 
@@ -335,11 +387,18 @@ class DuckDBStore(ParquetArchive, SQLStore):
         sql, ids = _in("id", sorted(self._pinned_ids))
         return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
 
+    def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
+        return SQLStore.get_many(self, ids)
+
     def vectors(self, ids: list[str]) -> np.ndarray:
         return self.index.vectors(ids)
 
     def _index_stats(self) -> dict[str, Any]:
-        return {"index": ann.kind_of(self.index)}
+        # lexical_rows: rows in the BM25 postings (None: built at the next search); saved_rows: rows the
+        # indexes saved beside the file cover (store.persist), 0 when none were taken back or saved.
+        return {"index": ann.kind_of(self.index), "saved_rows": self._saved_rows, **self._cache_stats(),
+                "lexical_rows": None if self._lexical_pending is None else len(self.lexical),
+                "lexical_waiting": len(self._lexical_pending or [])}
 
     # ----------------------------------------------------------------- search
     def search_dense(self, qvec: np.ndarray, k: int, *, user: str,
@@ -354,60 +413,13 @@ class DuckDBStore(ParquetArchive, SQLStore):
         where, params = self._where(user, filters, active_only=True)
         return {r[0] for r in self.con.execute(f"SELECT id FROM memories WHERE {where}", params).fetchall()}
 
-    def _sync_lexical(self) -> None:
-        """Analyse the rows written since the last lexical search (all rows, the first time) into the postings."""
-        with self._lock:
-            pending = self._lexical_pending
-            if pending is not None and not pending:
-                return
-            # Rows come back with their position, so postings need no id lookups.
-            where = "" if pending is None else "WHERE id IN (SELECT id FROM todo)"
-            todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
-            docs = self.con.execute(
-                f"SELECT id, user_id, status = 'active' AS active, text FROM memories {where}").to_arrow_table()
-            for start in range(0, docs.num_rows, _LEXICAL_BATCH):
-                self._add_postings(docs.slice(start, _LEXICAL_BATCH))
-            self._lexical_pending = []
-            self.lexical_syncs += 1
-            del docs
-            pa.default_memory_pool().release_unused()
-
-    def _add_postings(self, docs: pa.Table) -> None:
-        """Analyse one batch of (id, user_id, active, text) rows and append them and their postings."""
-        part = docs.append_column("pos", pa.array(np.arange(docs.num_rows)))  # noqa: F841 - read by DuckDB
-        stopwords = _STOPWORDS  # noqa: F841 - read by DuckDB
-        # Each distinct token is stemmed once; create_fts_index drops stopwords before stemming.
-        post = self.con.execute(
-            f"""WITH toks AS (SELECT pos, unnest({_TOKENS.format('text')}) AS tok FROM part),
-                kept AS (SELECT pos, tok FROM toks WHERE tok NOT IN (SELECT sw FROM stopwords)),
-                stems AS (SELECT tok, stem(tok, 'porter') AS term FROM (SELECT DISTINCT tok FROM kept))
-            SELECT pos, term, count(*) AS tf FROM kept JOIN stems USING (tok) GROUP BY pos, term"""
-        ).to_arrow_table()
-        terms = post.column("term").combine_chunks().dictionary_encode()
-        self.lexical.add(docs.column("id").to_pylist(), docs.column("user_id").to_pylist(),
-                         docs.column("active").to_numpy(zero_copy_only=False).astype(bool),
-                         post.column("pos").to_numpy(), terms.dictionary.to_pylist(), terms.indices.to_numpy(),
-                         post.column("tf").to_numpy())
-
-    def _analyse(self, text: str) -> list[str]:
-        """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
-        # One short statement (no scan of the stopword table per query): the stopwords are dropped here.
-        rows = self.con.execute(f"SELECT DISTINCT tok, stem(tok, 'porter') FROM (SELECT unnest("
-                                f"{_TOKENS.format('?::VARCHAR')}) AS tok)", [check_text(text, "query")]).fetchall()
-        return sorted({stem for tok, stem in rows if tok not in _STOPWORD_SET})
-
-    def search_lexical(self, query: str, k: int, *, user: str,
-                       filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
-        """Return the top-k active memories of `user` by BM25, best first (ties by id)."""
-        terms = self._analyse(query)
-        self._sync_lexical()
-        allowed = self._allowed(user, filters)
-        return self.lexical.search(terms, k, user=user, allowed=allowed)
-
     def _reload_index(self) -> None:
-        # The in-process index has no delete; after a purge or restore it is rebuilt from the file.
+        # The in-process index has no delete; after a purge or restore it is rebuilt from the file, and the
+        # saved indexes, which described the rows before, are dropped.
+        if self.path != ":memory:":
+            persist.sidecar(self.path).unlink(missing_ok=True)
         self.index = VectorIndex(self.dim)
-        self._load_index()
+        self._load_index(use_saved=False)
 
     # ----------------------------------------------------------------- portability (mnemo.portable)
     def dump(self, user: str | None = None, *, batch_size: int = 1000) -> Iterable[tuple[str, list]]:
@@ -450,19 +462,6 @@ class DuckDBStore(ParquetArchive, SQLStore):
         finally:
             cur.close()
 
-    @property
-    def lexical_stale(self) -> bool:
-        """True when rows written since the last lexical search wait to be analysed into the BM25 postings."""
-        return self._lexical_pending is None or bool(self._lexical_pending)
-
-    def refresh_lexical(self) -> bool:
-        """Analyse waiting rows into the BM25 postings now; return whether there were any."""
-        with self._lock:
-            if not self.lexical_stale:
-                return False
-            self._sync_lexical()
-            return True
-
     def insert_turns(self, turns: Sequence[Turn]) -> None:
         """Insert many turns in one statement (imports); callers hold a transaction."""
         self._append("turns", turns)
@@ -493,6 +492,10 @@ class _CursorView(DuckDBStore):
     def __getattr__(self, name: str) -> Any:
         return getattr(object.__getattribute__(self, "_base"), name)
 
+    def close(self) -> None:
+        """Close only this view's cursor (the store saves its indexes when it closes)."""
+        self.con.close()
+
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(object.__getattribute__(self, "_base"), name, value)
 
@@ -517,6 +520,7 @@ class _Transaction:
     def __enter__(self) -> DuckDBStore:
         self.store._lock.acquire()
         self.store.con.execute("BEGIN TRANSACTION")
+        self.store._tx_began()
         return self.store
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -530,4 +534,5 @@ class _Transaction:
                     self.store.index = VectorIndex(self.store.dim)
                     self.store._load_index()
         finally:
+            self.store._tx_ended()
             self.store._lock.release()

@@ -24,6 +24,8 @@ against the extension's `match_bm25` on the same table.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .index import row_mask
@@ -156,3 +158,38 @@ class LexicalIndex:
         ids = [self._ids[r] for r in rows.tolist()]
         ranked = sorted(zip(scores.tolist(), ids, strict=True), key=lambda p: (-p[0], p[1]))
         return [(mid, score) for score, mid in ranked[:k]]
+
+    # ----------------------------------------------------------------- persistence (store.persist)
+    def ids(self, n: int | None = None) -> list[str]:
+        """Return the ids of the first `n` rows (all rows when None), in row order."""
+        return self._ids[: self.size if n is None else n]
+
+    def state(self) -> dict[str, Any]:
+        """Return the postings as flat arrays (what `restore` needs besides ids, users and active flags)."""
+        terms = list(self._vocab)
+        post = [self._postings(t) for t in terms]
+        sizes = np.fromiter((len(p[0]) for p in post), dtype=np.int64, count=len(post))
+        empty_rows, empty_tf = np.zeros(0, np.int32), np.zeros(0, np.float32)
+        return {"lex_terms": terms, "lex_offsets": np.r_[0, np.cumsum(sizes)],
+                "lex_rows": np.concatenate([p[0] for p in post]) if post else empty_rows,
+                "lex_tf": np.concatenate([p[1] for p in post]) if post else empty_tf,
+                "lex_len": self._len[:self.size].copy(), "lex_total": np.array([self._total_len])}
+
+    @classmethod
+    def restore(cls, ids: list[str], users: list[str], active: np.ndarray, state: dict[str, Any]) -> LexicalIndex:
+        """Return an index over rows `ids` (with their users and flags) holding the saved postings of `state`."""
+        index = cls()
+        n = len(ids)
+        index._grow(n)
+        index._user[:n] = [index._users.setdefault(u, len(index._users)) for u in users]
+        index._active[:n] = active
+        index._len[:n] = state["lex_len"]
+        index._total_len = float(state["lex_total"][0])
+        index._ids = list(ids)
+        index._row = {mid: r for r, mid in enumerate(ids)}
+        index.size = n
+        rows, tf, offsets = state["lex_rows"], state["lex_tf"], state["lex_offsets"]
+        for k, term in enumerate(state["lex_terms"]):
+            index._vocab[term] = k
+            index._post.append([(rows[offsets[k]:offsets[k + 1]], tf[offsets[k]:offsets[k + 1]])])
+        return index

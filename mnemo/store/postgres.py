@@ -315,6 +315,10 @@ class PgStore(PgArchive, SQLStore):
                 if not con.closed and not con.broken:
                     con.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", [self.schema, key])
 
+    def save_indexes(self) -> bool:
+        """Return False: pgvector's and PostgreSQL's indexes live in the database, nothing is rebuilt at open."""
+        return False
+
     def reader(self) -> PgStore:
         """Return this store itself: its one connection serialises statements, so readers share it."""
         return self

@@ -1,0 +1,105 @@
+"""BM25 on DuckDB: fts's analysis run by DuckDB, postings served in process (`lexical.LexicalIndex`).
+
+A mixin of `DuckDBStore` (which holds `con`, `_lock`, `lexical`, `_lexical_pending`,
+`lexical_syncs` and `_stems`): rows written since the last lexical search are analysed in one
+statement at the next (all rows the first time), and a query's words are stemmed by DuckDB once.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .rows import check_text
+
+_LEXICAL_BATCH = 100_000  # rows analysed per statement when BM25 postings are built (bounds DuckDB's memory)
+# fts's analysis (see mnemo.store.lexical): its tokenizer with digits kept, its stopwords, then porter stems.
+# Its ignore pattern (\.|[^a-z0-9])+ split on whitespace leaves exactly the runs of [a-z0-9], found here in one pass.
+_TOKENS = "regexp_extract_all(lower(strip_accents({})), '[a-z0-9]+')"
+_STOPWORDS = pa.table({"sw": (Path(__file__).parent.parent / "assets" / "stopwords_english.txt").read_text().split()})
+_STOPWORD_SET = frozenset(_STOPWORDS.column("sw").to_pylist())
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # fts's tokens of lowercased ASCII text
+_STEMS_KEPT = 200_000  # words whose porter stem a store keeps (the cache is cleared past this)
+
+
+class DuckDBLexical:
+    """Lexical search for `DuckDBStore`: analysis in DuckDB, postings in process."""
+
+    def _sync_lexical(self) -> None:
+        """Analyse the rows written since the last lexical search (all rows, the first time) into the postings."""
+        with self._lock:
+            pending = self._lexical_pending
+            if pending is not None and not pending:
+                return
+            # Rows come back with their position, so postings need no id lookups.
+            where = "" if pending is None else "WHERE id IN (SELECT id FROM todo)"
+            todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
+            docs = self.con.execute(
+                f"SELECT id, user_id, status = 'active' AS active, text FROM memories {where}").to_arrow_table()
+            for start in range(0, docs.num_rows, _LEXICAL_BATCH):
+                self._add_postings(docs.slice(start, _LEXICAL_BATCH))
+            self._lexical_pending = []
+            self.lexical_syncs += 1
+            del docs
+            pa.default_memory_pool().release_unused()
+
+    def _add_postings(self, docs: pa.Table) -> None:
+        """Analyse one batch of (id, user_id, active, text) rows and append them and their postings."""
+        part = docs.append_column("pos", pa.array(np.arange(docs.num_rows)))  # noqa: F841 - read by DuckDB
+        stopwords = _STOPWORDS  # noqa: F841 - read by DuckDB
+        # Each distinct token is stemmed once; create_fts_index drops stopwords before stemming.
+        post = self.con.execute(
+            f"""WITH toks AS (SELECT pos, unnest({_TOKENS.format('text')}) AS tok FROM part),
+                kept AS (SELECT pos, tok FROM toks WHERE tok NOT IN (SELECT sw FROM stopwords)),
+                stems AS (SELECT tok, stem(tok, 'porter') AS term FROM (SELECT DISTINCT tok FROM kept))
+            SELECT pos, term, count(*) AS tf FROM kept JOIN stems USING (tok) GROUP BY pos, term"""
+        ).to_arrow_table()
+        terms = post.column("term").combine_chunks().dictionary_encode()
+        self.lexical.add(docs.column("id").to_pylist(), docs.column("user_id").to_pylist(),
+                         docs.column("active").to_numpy(zero_copy_only=False).astype(bool),
+                         post.column("pos").to_numpy(), terms.dictionary.to_pylist(), terms.indices.to_numpy(),
+                         post.column("tf").to_numpy())
+
+    def _analyse(self, text: str) -> list[str]:
+        """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
+        check_text(text, "query")
+        if not text.isascii():
+            # strip_accents and lower beyond ASCII are DuckDB's own: the whole analysis runs there.
+            rows = self.con.execute(f"SELECT DISTINCT tok, stem(tok, 'porter') FROM (SELECT unnest("
+                                    f"{_TOKENS.format('?::VARCHAR')}) AS tok)", [text]).fetchall()
+            return sorted({stem for tok, stem in rows if tok not in _STOPWORD_SET})
+        # On ASCII, fts's tokenizer is exactly lowercase + runs of [a-z0-9]; each word's stem is asked of
+        # DuckDB once and kept, so a query costs no statement once its words have been seen.
+        toks = {t for t in _ASCII_TOKEN.findall(text.lower()) if t not in _STOPWORD_SET}
+        todo = sorted(toks - self._stems.keys())
+        if todo:
+            if len(self._stems) > _STEMS_KEPT:
+                self._stems.clear()
+            self._stems.update(self.con.execute("SELECT tok, stem(tok, 'porter') FROM (SELECT unnest(?::VARCHAR[]) "
+                                                "AS tok)", [todo]).fetchall())
+        return sorted({self._stems[t] for t in toks})
+
+    def search_lexical(self, query: str, k: int, *, user: str,
+                       filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """Return the top-k active memories of `user` by BM25, best first (ties by id)."""
+        terms = self._analyse(query)
+        self._sync_lexical()
+        allowed = self._allowed(user, filters)
+        return self.lexical.search(terms, k, user=user, allowed=allowed)
+
+    @property
+    def lexical_stale(self) -> bool:
+        """True when rows written since the last lexical search wait to be analysed into the BM25 postings."""
+        return self._lexical_pending is None or bool(self._lexical_pending)
+
+    def refresh_lexical(self) -> bool:
+        """Analyse waiting rows into the BM25 postings now; return whether there were any."""
+        with self._lock:
+            if not self.lexical_stale:
+                return False
+            self._sync_lexical()
+            return True

@@ -1,0 +1,101 @@
+"""The records a DuckDB store keeps between reads (store.cache) are never older than the table.
+
+Each test compares `get_many` (served from the kept records where it can) with the same read
+straight from SQL, after every kind of write, rolled back or committed, and from a second cursor.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from mnemo.config import DecayConfig
+from mnemo.model import MemoryRecord
+from mnemo.store import DuckDBStore
+from mnemo.store.sql import SQLStore
+
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+DIM = 8
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = DuckDBStore(tmp_path / "c.duckdb", embedder="test", dim=DIM)
+    rng = np.random.default_rng(0)
+    recs = [MemoryRecord(id=f"m-{i:04d}", user="u", text=f"memory {i}", created_at=T0 + timedelta(minutes=i % 7),
+                         importance=0.5, last_accessed=None, access_count=0) for i in range(60)]
+    with s.transaction():
+        s.insert_memories(recs, rng.normal(size=(60, DIM)).astype(np.float32))
+    yield s
+    s.close()
+
+
+def sql(store: DuckDBStore, ids: list[str]) -> dict:
+    return SQLStore.get_many(store, ids)
+
+
+def same(store: DuckDBStore, ids: list[str]) -> None:
+    got = store.get_many(ids)
+    want = sql(store, ids)
+    assert list(got) == list(want)  # the same records in the same order (created_at, then id)
+    assert got == want
+
+
+def test_a_kept_record_follows_every_kind_of_write(store):
+    rng = np.random.default_rng(1)
+    ids = [f"m-{i:04d}" for i in range(60)]
+    at = T0
+    for step in range(200):
+        some = sorted(rng.choice(ids, int(rng.integers(1, 12)), replace=False).tolist())
+        same(store, some)
+        at += timedelta(hours=1)
+        op = step % 7
+        one = some[0]
+        if op == 0:
+            store.touch(some, at)
+        elif op == 1:
+            status = "forgotten" if store.get(one).active else "active"
+            with store.transaction():
+                store.set_status(one, status, reason="test", at=at)
+        elif op == 2:
+            store.corroborate(one, at)
+        elif op == 3:
+            store.set_expiry(one, at + timedelta(days=1))
+        elif op == 4:
+            store.set_importance(one, float(rng.random()))
+        elif op == 5:
+            with pytest.raises(RuntimeError), store.transaction():
+                store.touch(some, at)
+                store.set_status(one, "forgotten", reason="rolled back", at=at)
+                same(store, some)  # inside the transaction: its own uncommitted writes
+                raise RuntimeError("roll back")
+        else:
+            store.decay_pass(at + timedelta(days=400), DecayConfig())
+        same(store, some)
+    same(store, ids)
+
+
+def test_a_reader_cursor_never_keeps_a_row_a_writer_is_changing(store):
+    reader = store.reader()
+    one = "m-0001"
+    store.get_many([one])
+    with store.transaction():
+        store.set_status(one, "forgotten", reason="test", at=T0)
+        # Another thread reads the committed row while the writer's transaction is open.
+        seen = {}
+        t = threading.Thread(target=lambda: seen.update(reader.get_many([one])))
+        t.start()
+        t.join()
+        assert seen[one].status == "active"
+    assert store.get_many([one])[one].status == "forgotten"
+    assert reader.get_many([one])[one].status == "forgotten"
+    reader.close()
+
+
+def test_unknown_ids_and_repeats(store):
+    assert store.get_many([]) == {}
+    assert list(store.get_many(["m-0003", "nope", "m-0003"])) == ["m-0003"]
+    assert store.stats()["records_kept"] >= 1
