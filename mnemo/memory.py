@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -80,9 +81,25 @@ class Memory:
         """Record a turn, extract memories from it, reconcile them and apply the plan."""
         turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
                                        at=self._now(at), cfg=self.config)
-        report = write_stage.remember(self.store, self.embedder, self.llm, turn, self.config, self.judge)
+        with self._reconciling([user]):
+            report = write_stage.remember(self.store, self.embedder, self.llm, turn, self.config, self.judge)
         report.provenance = self.provenance()
         return report
+
+    def _reconciling(self, users: Iterable[str]) -> ExitStack:
+        """Hold the store's `exclusive` lock on each user (sorted, so two writers never wait on each other).
+
+        On PostgreSQL two processes writing the same user's memories then reconcile one after
+        the other, each seeing what the other committed; on DuckDB it costs nothing.
+        """
+        stack = ExitStack()
+        try:
+            for user in sorted(set(users)):
+                stack.enter_context(self.store.exclusive(f"user:{user}"))
+        except BaseException:
+            stack.close()
+            raise
+        return stack
 
     def remember_many(self, turns: Iterable[str | Mapping[str, Any]], *, user: str, session: str | None = None,
                       agent: str | None = None, at: datetime | None = None) -> list[WriteReport]:
@@ -103,7 +120,8 @@ class Memory:
             made.append(write_stage.new_turn(spec.get("text"), user=spec.get("user", user),
                                              session=spec.get("session", session), agent=spec.get("agent", agent),
                                              at=self._now(when), cfg=self.config))
-        reports = write_stage.remember_many(self.store, self.embedder, self.llm, made, self.config, self.judge)
+        with self._reconciling(t.user for t in made):
+            reports = write_stage.remember_many(self.store, self.embedder, self.llm, made, self.config, self.judge)
         provenance = self.provenance()
         for report in reports:
             report.provenance = dict(provenance)
@@ -122,8 +140,9 @@ class Memory:
                          value=value, record_id=record_id, references=tuple(references), importance=importance,
                          single_valued=single_valued, pinned=pinned, source=source, meta=dict(meta or {}))
         vecs = self.embedder.embed([text])
-        plan = write_stage.reconcile(self.store, user, [cand], vecs, self.config, self.judge)
-        report = write_stage.apply(self.store, plan, [cand], vecs, turn=turn, cfg=self.config)
+        with self._reconciling([user]):
+            plan = write_stage.reconcile(self.store, user, [cand], vecs, self.config, self.judge)
+            report = write_stage.apply(self.store, plan, [cand], vecs, turn=turn, cfg=self.config)
         if report.added:
             return report.added[0]
         if report.superseded:

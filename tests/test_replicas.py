@@ -26,6 +26,7 @@ import psycopg
 import pytest
 from conftest import require_postgres
 
+import mnemo
 from mnemo.server.http import create_app, running
 from mnemo.server.tenants import ServerConfig, service_location, tenant_location
 from mnemo.store import SCHEMA_VERSION, split_dsn
@@ -433,3 +434,31 @@ def test_the_reconcile_lock_excludes_other_connections_and_dies_with_its_process
     finally:
         a.close()
         b.close()
+
+
+def test_the_library_reconciles_a_user_under_the_stores_lock(store_dir):
+    # Memory.remember, not only the server, waits for another process's write to the same user.
+    from mnemo.store import PgStore
+
+    location = split_dsn(tenant_location(store_dir, "lib"))[1]
+    dsn = f"{split_dsn(store_dir)[0]}{'&' if '?' in split_dsn(store_dir)[0] else '?'}schema={location}"
+    mem = mnemo.Memory.open(dsn, embedder="hash")
+    other = PgStore(dsn, embedder=mem.embedder.name, dim=mem.embedder.dim)
+    try:
+        done = threading.Event()
+
+        def write() -> None:
+            mem.remember("I live in Lisbon.", user="alice")
+            done.set()
+
+        with other.exclusive("user:alice"):
+            th = threading.Thread(target=write)
+            th.start()
+            assert not done.wait(1.0), "remember must wait for the other holder of alice's lock"
+        assert done.wait(30)
+        th.join()
+        with mem.store.exclusive("user:alice"), mem.store.exclusive("user:alice"):
+            pass  # reentrant: a server holding the lock may call Memory, which takes it again
+    finally:
+        other.close()
+        mem.close()

@@ -200,7 +200,9 @@ class PgStore(PgArchive, SQLStore):
         self.read_only = read_only
         self.hnsw_min_rows = hnsw_min_rows
         self._lock = threading.RLock()
-        self._lock_guard = threading.Lock()  # one `exclusive` holder per process at a time: its connection is one
+        # One `exclusive` holder per process at a time (its connection is one); reentrant, like the advisory
+        # lock itself, so a server holding a user's lock can call Memory, which takes it again.
+        self._lock_guard = threading.RLock()
         self._lock_con: Any = None
         self.con = self._open(create=not read_only)
         self.embedder, self.dim = self._check_embedder(embedder, dim)
