@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -118,6 +119,20 @@ def require_chromium() -> str:
     if binary is None:
         unavailable("browser tests: chromium is not installed", "install chromium: apt-get install -y chromium")
     return binary
+
+
+def stop_process(proc: subprocess.Popen) -> int:
+    """Stop a server process as a service manager would (SIGTERM, then SIGKILL after 30 s); return its exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stderr is not None:
+        proc.stderr.close()
+    return proc.returncode
 
 
 def require_tool(present: bool, what: str, how: str) -> None:

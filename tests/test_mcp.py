@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from conftest import stop_process
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -74,15 +75,7 @@ class HTTPServer:
 
     def stop(self) -> int:
         """Stop the server as a service manager would (SIGTERM), wait for it, return its exit code."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stderr.close()
-        return self.proc.returncode
+        return stop_process(self.proc)
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from conftest import require_postgres
+from conftest import require_postgres, stop_process
 
 import mnemo
 from mnemo.server.http import create_app, running
@@ -79,14 +79,7 @@ class Replica:
         return httpx.Client(base_url=self.url, headers=_auth(key), timeout=60)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stderr.close()
+        stop_process(self.proc)
 
 
 def _drop_schemas(dsn: str, prefix: str) -> None:
