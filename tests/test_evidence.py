@@ -96,6 +96,8 @@ def test_recall_is_unsure_when_only_someone_else_did_what_is_asked():
         wrong = mem.recall("What did Caro realise after the charity race?", user="c", budget_tokens=300)
         assert right.provenance["evidence_top"] > wrong.provenance["evidence_top"]
         assert right.confidence != "unknown"
+        # Mel's turn shares every word of the question but Caro's name: it is no evidence about Caro.
+        assert wrong.provenance["evidence_top"] < mem.config.recall.vague_at <= right.provenance["evidence_top"]
     finally:
         mem.close()
 
