@@ -51,10 +51,10 @@ class DecayConfig:
 class RecallConfig:
     budget_tokens: int = 512  # hard ceiling on the packed context
     candidates: int = 50  # candidates taken from each retriever before fusion
-    fusion: str = "weighted_rank"  # rrf | weighted | weighted_rank (recall.fuse); chosen out of fold (README)
+    fusion: str = "weighted_rank"  # rrf | weighted | weighted_rank (ranking.fuse); chosen out of fold (README)
     lexical_weight: float = 0.6  # 0 = vectors only, 1 = BM25 only; chosen out of fold with fusion
     rrf_k: int = 60  # reciprocal rank fusion constant
-    time_scope: bool = True  # a question naming a time ranks what was said then first (recall.fuse_scoped); out of fold
+    time_scope: bool = True  # a question naming a time ranks what was said then first (ranking.fuse_scoped); out of fold
     weight_relevance: float = 0.7  # share of the final score from fused relevance
     weight_recency: float = 0.1  # share from recency
     weight_salience: float = 0.1  # share from salience

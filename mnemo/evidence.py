@@ -24,7 +24,7 @@ Who a memory is about reads dialog turns as dialog (`mentions`): a turn stored w
 speaker and addressees speaks of its speaker in the first person and of the addressees in the
 second. When a question names a time ("on 1 May, 2022", "in August 2023"), that time is in the
 record as when a memory was said (`spans`, `missing_names`), and recall's time scope ranks what
-was said then first (`recall.fuse_scoped`).
+was said then first (`ranking.fuse_scoped`).
 """
 
 from __future__ import annotations

@@ -61,7 +61,6 @@ KNOWN_CYCLES = {
 # Modules over MAX_LINES today, and why they are not split here.
 SIZE_EXCEPTIONS = {
     "mnemo/cli.py": "one command per function; splits with the eval command's move (issue #19, eval restructuring)",
-    "mnemo/recall.py": "splits into candidates, ranking, packing and history (issue #19, recall part)",
 }
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from mnemo import evidence
+from mnemo import ranking as ranking_stage
 from mnemo import recall as recall_stage
 from mnemo.clock import SimulatedClock, utc
 from mnemo.config import Config, RecallConfig, recipe
@@ -143,7 +144,7 @@ def ranking(mem: Memory, query: str, *, user: str, qvec: Any = None, cfg: Recall
     """Return recall's fused candidate ranking for `query` (memory id, fused relevance), best first, before packing.
 
     The same steps as `mnemo.recall.recall` up to fusion: `hits` (the query vector, dense and
-    lexical search), then `order` (`recall.fuse` and the candidates recall considers).
+    lexical search), then `order` (`ranking.fuse` and the candidates recall considers).
     `qvec`, a precomputed embedding of `query`, is used only when name resolution leaves the query as is.
     """
     cfg = cfg or mem.config.recall
@@ -179,7 +180,7 @@ def hits_then(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 
         return None
     if qvec is None or recall_stage.resolve_self(query, names) != query:
         qvec = recall_stage.query_vector(mem.embedder, query, names)
-    scope = recall_stage.in_time(None, (min(a for a, _ in when), max(b for _, b in when)))
+    scope = ranking_stage.in_time(None, (min(a for a, _ in when), max(b for _, b in when)))
     return (mem.store.search_dense(qvec, k, user=user, filters=scope),
             mem.store.search_lexical(query, k, user=user, filters=scope))
 
@@ -189,9 +190,9 @@ def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg:
     """Return the candidates recall considers under `cfg`, by fused relevance, best first.
 
     Each hit list is cut to `cfg.candidates` (lists are best first, as the store returns them)
-    and fused by `recall.fuse`; the candidates are the dense hits when the dense weight is above
+    and fused by `ranking.fuse`; the candidates are the dense hits when the dense weight is above
     0, plus the lexical hits when the lexical weight is. With `cfg.time_scope` and `then` (the
-    hits said in the time the question names, `hits_then`), `recall.fuse_scoped` ranks those
+    hits said in the time the question names, `hits_then`), `ranking.fuse_scoped` ranks those
     first. Ties in fused relevance keep the order dense-then-lexical hits arrive in
     (deterministic for one store; the store breaks its own score ties by memory id, which
     differs between runs).
@@ -199,11 +200,11 @@ def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg:
     w = cfg.lexical_weight
     dense = dense[:cfg.candidates] if w < 1 else []
     lexical = lexical[:cfg.candidates] if w > 0 else []
-    fused = recall_stage.fuse(dense, lexical, cfg)
+    fused = ranking_stage.fuse(dense, lexical, cfg)
     if cfg.time_scope and then is not None:
         dense_in = then[0][:cfg.candidates] if w < 1 else []
         lexical_in = then[1][:cfg.candidates] if w > 0 else []
-        fused = recall_stage.fuse_scoped(fused, recall_stage.fuse(dense_in, lexical_in, cfg), cfg)
+        fused = ranking_stage.fuse_scoped(fused, ranking_stage.fuse(dense_in, lexical_in, cfg), cfg)
         dense, lexical = dense + dense_in, lexical + lexical_in
     wanted = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical]))
     ranked = sorted(range(len(wanted)), key=lambda i: (-fused[wanted[i]]["fused"], i))

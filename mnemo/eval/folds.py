@@ -53,13 +53,13 @@ def _grid() -> dict[str, RecallConfig]:
     # RRF at 0.5 is hybrid itself.
     for w in (0.3, 0.7, 0.8, 0.9):
         grid[f"rrf w={w}"] = replace(base, fusion="rrf", lexical_weight=w)
-    # weighted_rank ranks exactly as weighted (only the relevance scale differs, see `recall.fuse`), so
+    # weighted_rank ranks exactly as weighted (only the relevance scale differs, see `ranking.fuse`), so
     # the two tie on every question; listed first, it wins the tie, because its scale leaves recall's
     # recency, salience and claim terms their weight (scenarios-dev: weighted ranks stale values first).
     for fusion in ("weighted_rank", "weighted"):
         for w in (0.3, 0.5, 0.6, 0.7, 0.8, 0.9):
             grid[f"{fusion} w={w}"] = replace(base, fusion=fusion, lexical_weight=w)
-    # Time scope (`recall.fuse_scoped`) on top of the weighted candidates: listed after them, it wins no tie.
+    # Time scope (`ranking.fuse_scoped`) on top of the weighted candidates: listed after them, it wins no tie.
     for w in (0.5, 0.6, 0.7):
         grid[f"weighted_rank w={w} +time"] = replace(base, fusion="weighted_rank", lexical_weight=w, time_scope=True)
     return grid

@@ -1,0 +1,300 @@
+"""Ranking and packing: fuse the retrievers, score and order the candidates, fill the budget.
+
+    fused = fuse(dense, lexical, cfg)                 # per id: raw scores, ranks, fused relevance
+    scored, vetoed = veto(score(cands, fused, now, cfg, decay_cfg, tokens))
+    packed, trace = pack(current_first(scored), budget, cfg, pinned)
+
+Pure functions of their arguments, no store: `mnemo.recall` wires them to one. `fuse_scoped` and
+`in_time` are the time scope (a question naming a time ranks what was said then first).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from . import decay
+from .clock import utc
+from .config import DecayConfig, RecallConfig
+from .errors import ConfigError
+from .model import MemoryRecord, Packed, Scored, TraceEntry
+
+# Type priors: what a kind and a category are usually worth in a context window,
+# before relevance. The prior is KIND_PRIOR[kind] * CATEGORY_PRIOR[category]:
+# a semantic preference is 1.0, a procedural instruction 0.81, an episodic note 0.18.
+KIND_PRIOR = {"semantic": 1.0, "procedural": 0.9, "episodic": 0.6}
+CATEGORY_PRIOR = {
+    "preference": 1.0, "profile": 1.0, "instruction": 0.9, "fact": 0.8, "decision": 0.8,
+    "deadline": 0.8, "lesson": 0.8, "failure": 0.7, "routine": 0.7, "change": 0.6,
+    "event": 0.4, "note": 0.3,
+}
+FUSIONS = ("rrf", "weighted", "weighted_rank")
+
+
+def fuse(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: RecallConfig) -> dict[str, dict]:
+    """Return, per id, the raw retriever scores, their ranks and a fused relevance in [0, 1].
+
+    Each list is sorted by score here (ties share the better rank), so the input
+    order never matters. "rrf": dense contributes (1 - w) / (k + rank), lexical
+    w / (k + rank), with w = cfg.lexical_weight, divided by the best possible
+    1 / (k + 1). "weighted": each list is min-max normalised (a list whose scores are
+    all equal normalises to 1) and mixed with the same weights. Absent is 0.
+    "weighted_rank": the weighted mix decides the order, and the relevance is that order's
+    rank on RRF's scale, (k + 1) / (k + rank): the same ranking as "weighted", but the gaps
+    between neighbours stay as small as RRF's, so recency, salience and claims weigh as much
+    against relevance in `score` as they do under RRF (min-max gaps drown them in a small store).
+    """
+    if cfg.fusion not in FUSIONS:
+        raise ConfigError(f"unknown fusion '{cfg.fusion}'; use one of {', '.join(FUSIONS)}")
+    w = min(1.0, max(0.0, cfg.lexical_weight))
+    out: dict[str, dict] = {}
+    for name, hits, weight in (("dense", dense, 1.0 - w), ("bm25", lexical, w)):
+        best: dict[str, float] = {}
+        # A retriever should not return an id twice; if it does, its best score counts.
+        for mid, value in hits:
+            best[mid] = max(float(value), best.get(mid, float("-inf")))
+        # Negated and ascending, so that bisect counts the strictly better scores.
+        ordered = sorted(-v for v in best.values())
+        low, high = (-ordered[-1], -ordered[0]) if ordered else (0.0, 0.0)
+        for mid, value in best.items():
+            entry = out.setdefault(mid, {"dense": None, "bm25": None, "dense_rank": None, "bm25_rank": None,
+                                         "fused": 0.0})
+            # Competition ranking: the number of strictly better scores, plus one.
+            rank = bisect_left(ordered, -value) + 1
+            entry[name], entry[f"{name}_rank"] = value, rank
+            if cfg.fusion == "rrf":
+                entry["fused"] += weight * (cfg.rrf_k + 1) / (cfg.rrf_k + rank)
+            else:
+                entry["fused"] += weight * ((value - low) / (high - low) if high > low else 1.0)
+    if cfg.fusion == "weighted_rank":
+        # Only hits of a retriever with weight are ranked; the others keep relevance 0, as under RRF.
+        weighted = {m for hits, weight in ((dense, 1.0 - w), (lexical, w)) if weight > 0 for m, _ in hits}
+        ordered = sorted(-out[m]["fused"] for m in weighted)
+        for mid in weighted:
+            out[mid]["fused"] = (cfg.rrf_k + 1) / (cfg.rrf_k + bisect_left(ordered, -out[mid]["fused"]) + 1)
+    for entry in out.values():
+        entry["fused"] = min(1.0, max(0.0, entry["fused"]))
+    return out
+
+
+def fuse_scoped(fused: Mapping[str, dict], scoped: Mapping[str, dict], cfg: RecallConfig) -> dict[str, dict]:
+    """Return `fused` with the hits said in the time a question names ranked first.
+
+    `scoped` is `fuse` over the same retrievers run only on memories said then
+    (`evidence.spans`: "What did Joanna watch on 1 May, 2022?"). The order is the
+    scoped hits by their fused relevance, then the other hits by theirs; the relevance is
+    that order's rank on RRF's scale, (k + 1) / (k + rank), as in "weighted_rank". Each
+    entry keeps the retrievers' scores over the whole record (cosine and coverage do not
+    depend on the scope), and `scoped` says whether it was said then. Hits with relevance 0
+    (a retriever without weight) stay at 0.
+    """
+    def best_first(entries: Mapping[str, dict]) -> list[str]:
+        return sorted((m for m in entries if entries[m]["fused"] > 0), key=lambda m: -entries[m]["fused"])
+
+    order = best_first(scoped) + [m for m in best_first(fused) if m not in scoped]
+    out = {m: {**(fused.get(m) or scoped[m]), "fused": 0.0, "scoped": m in scoped} for m in {**fused, **scoped}}
+    for rank, mid in enumerate(order, 1):
+        out[mid]["fused"] = (cfg.rrf_k + 1) / (cfg.rrf_k + rank)
+    return out
+
+
+def in_time(filters: dict | None, span: tuple[datetime, datetime]) -> dict:
+    """Return `filters` narrowed to memories said within `span` (since/until intersected with the caller's)."""
+    out = dict(filters or {})
+    start, end = span
+    out["since"] = max(start, utc(out["since"])) if out.get("since") else start
+    out["until"] = min(end, utc(out["until"])) if out.get("until") else end
+    return out
+
+
+def prior(memory: MemoryRecord) -> float:
+    """Return the type prior of a memory: KIND_PRIOR[kind] * CATEGORY_PRIOR[category] (0.5 if unknown)."""
+    return KIND_PRIOR.get(memory.kind, 0.5) * CATEGORY_PRIOR.get(memory.category, 0.5)
+
+
+def recency(memory: MemoryRecord, now: datetime, decay_cfg: DecayConfig) -> float:
+    """Return 0.5 ** (age / kind half-life), age from the later of created_at and valid_from.
+
+    Unlike salience, recency ignores exemptions and accesses: it says how new the
+    information is, so that a newer fact outranks an older one of the same kind.
+    """
+    times = [t for t in (memory.created_at, memory.valid_from) if t is not None]
+    age = decay.age_days(max(times, key=utc) if times else None, now)
+    return 0.5 ** (age / decay.kind_half_life(memory.kind, decay_cfg))
+
+
+def score(candidates: Iterable[MemoryRecord], fused: Mapping[str, dict], now: datetime, cfg: RecallConfig,
+          decay_cfg: DecayConfig, tokens: Mapping[str, int] | None = None) -> list[Scored]:
+    """Return the candidates scored and sorted best first.
+
+    final = weight_relevance * fused + weight_recency * recency + weight_salience * salience
+    + weight_prior * prior + weight_claim * claim, where claim is what the memory's claim says to the
+    question (`evidence.FIT_SCORE`: +1 answers it, -1 is about a conflicting entity). `Scored.scores` keeps every component (and the raw retriever
+    scores, ranks and query coverage when known) for the trace.
+    """
+    out = []
+    for memory in candidates:
+        entry = fused.get(memory.id, {})
+        parts = {
+            "fused": float(entry.get("fused", 0.0)),
+            "recency": recency(memory, now, decay_cfg),
+            "salience": decay.salience(memory, now, decay_cfg),
+            "prior": prior(memory),
+        }
+        parts["claim"] = float(entry.get("claim", 0.0))
+        final = (cfg.weight_relevance * parts["fused"] + cfg.weight_recency * parts["recency"]
+                 + cfg.weight_salience * parts["salience"] + cfg.weight_prior * parts["prior"]
+                 + cfg.weight_claim * parts["claim"])
+        for key in ("dense", "bm25", "dense_rank", "bm25_rank", "coverage"):
+            if entry.get(key) is not None:
+                parts[key] = float(entry[key])
+        out.append(Scored(memory, final, parts, int((tokens or {}).get(memory.id, 0))))
+    out.sort(key=lambda s: (-s.score, s.memory.id))
+    return out
+
+
+def veto(scored: list[Scored]) -> tuple[list[Scored], list[TraceEntry]]:
+    """Return the candidates with stale single-valued values removed, and trace entries for those removed.
+
+    For single-valued attributes only one value may be current per (user, subject,
+    attribute): among active memories that disagree, the newest (valid_from, else
+    created_at) wins and the others are vetoed. Memories repeating the winner's value
+    stay, since they do not contradict it.
+    """
+    groups: dict[tuple[str, str, str], list[Scored]] = {}
+    for s in scored:
+        m = s.memory
+        if m.active and m.single_valued and m.subject and m.attribute and m.value is not None:
+            groups.setdefault((m.user, m.subject.casefold(), m.attribute.casefold()), []).append(s)
+    vetoed: dict[str, TraceEntry] = {}
+    for group in groups.values():
+        winner = max(group, key=lambda s: _newness(s.memory))
+        for s in group:
+            if _norm(s.memory.value) != _norm(winner.memory.value):
+                when = became_true(winner.memory)
+                vetoed[s.memory.id] = TraceEntry(
+                    s.memory.id, s.memory.text, False, "veto", _trace_scores(s),
+                    f"{s.memory.attribute}={s.memory.value!r} is stale: {winner.memory.id} says "
+                    f"{winner.memory.value!r}" + (f" (newer, {when.date().isoformat()})" if when else " (newer)"))
+    kept = [s for s in scored if s.memory.id not in vetoed]
+    return kept, [vetoed[s.memory.id] for s in scored if s.memory.id in vetoed]
+
+
+def current_first(scored: list[Scored]) -> list[Scored]:
+    """Return the candidates with, for each (subject, slot), the newest statement ranked above older ones.
+
+    The veto removes what a single-valued slot no longer holds; text that was never reconciled
+    (a long chat written as episodes, a multi-valued slot) can still hold an older value of the
+    same slot. There the newest statement takes the best score of its group and the older ones
+    keep theirs, so the current value comes first and the history after it.
+    """
+    groups: dict[tuple[str, str, str], list[Scored]] = {}
+    for s in scored:
+        m = s.memory
+        if m.active and m.subject and m.attribute and m.value is not None:
+            groups.setdefault((m.user, m.subject.casefold(), m.attribute.casefold()), []).append(s)
+    lift: dict[str, float] = {}
+    for group in groups.values():
+        if len({_norm(s.memory.value) for s in group}) < 2:
+            continue
+        newest = max(group, key=lambda s: _newness(s.memory))
+        best = max(s.score for s in group)
+        if newest.score < best:
+            lift[newest.memory.id] = best + 1e-6
+    if not lift:
+        return scored
+    out = [replace(s, score=lift.get(s.memory.id, s.score), scores={**s.scores, "current_first": 1.0})
+           if s.memory.id in lift else s for s in scored]
+    out.sort(key=lambda s: (-s.score, s.memory.id))
+    return out
+
+
+def _norm(value: str | None) -> str:
+    return " ".join((value or "").casefold().split())
+
+
+def became_true(memory: MemoryRecord) -> datetime | None:
+    """Return when a memory became true: valid_from, else created_at."""
+    when = memory.valid_from or memory.created_at
+    return utc(when) if when else None
+
+
+def _newness(memory: MemoryRecord) -> tuple:
+    """Sort key for "newest": valid_from/created_at, then created_at, then id for a stable tie-break."""
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    created = utc(memory.created_at) if memory.created_at else epoch
+    return (became_true(memory) or epoch, created, memory.id)
+
+
+def _trace_scores(s: Scored) -> dict[str, float]:
+    return {**s.scores, "score": s.score, "tokens": float(s.tokens)}
+
+
+def pack(scored: Sequence[Scored], budget_tokens: int, cfg: RecallConfig,
+         pinned: Sequence[Scored] = ()) -> tuple[list[Packed], list[TraceEntry]]:
+    """Return the memories packed under the hard token ceiling, and a trace of every candidate.
+
+    Pinned memories go first, by score, bypassing quotas and thresholds but not the
+    budget. Then pass 1 packs by score within per-kind quotas (a share of the whole
+    budget; an unknown kind has none), and pass 2 fills what is left with the best
+    leftovers of any kind. Inactive memories are never packed. Each id is traced once:
+    pinned | packed | inactive | below_threshold | budget | quota.
+    """
+    budget = max(0, int(budget_tokens))
+    left = budget
+    packed: list[Packed] = []
+    trace: dict[str, TraceEntry] = {}
+
+    def put(s: Scored, reason: str, included: bool, detail: str = "") -> None:
+        trace[s.memory.id] = TraceEntry(s.memory.id, s.memory.text, included, reason, _trace_scores(s), detail)
+        if included:
+            packed.append(Packed(s.memory, s.score, s.tokens, dict(s.scores)))
+
+    def by_score(items: Iterable[Scored]) -> list[Scored]:
+        return sorted(items, key=lambda s: (-s.score, s.memory.id))
+
+    for s in by_score(pinned):
+        if s.memory.id in trace:
+            continue
+        if not s.memory.active:
+            put(s, "inactive", False, f"status {s.memory.status}")
+        elif s.tokens <= left:
+            left -= s.tokens
+            put(s, "pinned", True, "pinned: bypasses quotas")
+        else:
+            put(s, "budget", False, f"pinned but needs {s.tokens} tokens, {left} left")
+
+    quota = {"semantic": cfg.semantic_quota, "procedural": cfg.procedural_quota, "episodic": cfg.episodic_quota}
+    room = {kind: int(share * budget) for kind, share in quota.items()}
+    deferred: list[tuple[Scored, bool]] = []
+    for s in by_score(scored):
+        if s.memory.id in trace:
+            continue
+        relevance = s.scores.get("fused", s.score)
+        if not s.memory.active:
+            put(s, "inactive", False, f"status {s.memory.status}")
+        elif relevance < cfg.min_relevance:
+            put(s, "below_threshold", False, f"relevance {relevance:.3f} < min_relevance {cfg.min_relevance}")
+        elif s.tokens <= left and s.tokens <= room.get(s.memory.kind, 0):
+            left -= s.tokens
+            room[s.memory.kind] = room.get(s.memory.kind, 0) - s.tokens
+            put(s, "packed", True, f"pass 1: within the {s.memory.kind} quota")
+        else:
+            # Remember whether the quota, not the budget, stopped it: that decides its reason later.
+            deferred.append((s, s.tokens <= left))
+
+    # Pass 2: quota a kind did not use flows to the best leftovers of any kind.
+    for s, quota_blocked in deferred:
+        if s.tokens <= left:
+            left -= s.tokens
+            put(s, "packed", True, "pass 2: unused quota of other kinds")
+        elif quota_blocked:
+            put(s, "quota", False, f"{s.memory.kind} quota used up; needs {s.tokens} tokens, {left} left")
+        else:
+            put(s, "budget", False, f"needs {s.tokens} tokens, {left} left")
+
+    first = {s.memory.id for s in pinned}
+    packed.sort(key=lambda p: (p.memory.id not in first, -p.score, p.memory.id))
+    return packed, list(trace.values())
