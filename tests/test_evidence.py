@@ -140,7 +140,7 @@ def test_a_pack_about_the_entity_asked_is_never_hidden_by_a_band():
 
 
 def test_the_time_scope_narrows_the_callers_own_time_filters_never_widens_them():
-    from mnemo.ranking import in_time
+    from mnemo.recall.ranking import in_time
 
     a, b = datetime(2022, 4, 24, tzinfo=timezone.utc), datetime(2022, 5, 9, tzinfo=timezone.utc)
     assert in_time(None, (a, b)) == {"since": a, "until": b}

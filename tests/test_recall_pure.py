@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from mnemo.config import Config, DecayConfig, RecallConfig
 from mnemo.errors import ConfigError, InvalidInput
 from mnemo.model import KINDS, Link, MemoryRecord, Packed, Scored
-from mnemo.ranking import fuse, pack, prior, score, veto
 from mnemo.recall import (
     NO_ROOM,
     NOT_IN_RECORD,
@@ -25,10 +24,15 @@ from mnemo.recall import (
     confidence,
     coverage,
     evidence_of,
+    fuse,
     history_notes,
     make_room,
+    pack,
+    prior,
     recall,
     resolve_self,
+    score,
+    veto,
 )
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -565,7 +569,7 @@ def test_make_room_never_evicts_the_answer_for_another_memorys_history():
 
 
 def test_the_newest_statement_of_a_slot_ranks_first():
-    from mnemo.ranking import current_first
+    from mnemo.recall.ranking import current_first
 
     def sc(mid, value, day, score):
         m = MemoryRecord(id=mid, user="u", text=f"The user drinks {value}.", subject="user", attribute="drinks",

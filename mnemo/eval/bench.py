@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from mnemo import evidence
-from mnemo import ranking as ranking_stage
 from mnemo import recall as recall_stage
 from mnemo.clock import SimulatedClock, utc
 from mnemo.config import Config, RecallConfig, recipe
@@ -40,6 +39,7 @@ from mnemo.eval import datasets, metrics
 from mnemo.extract.questions import ask
 from mnemo.memory import Memory
 from mnemo.model import MemoryRecord
+from mnemo.recall import ranking as ranking_stage
 from mnemo.store import DuckDBStore as Store
 
 Progress = Callable[[int, int, str], None]

@@ -1,25 +1,25 @@
-"""Ranking and packing: fuse the retrievers, score and order the candidates, fill the budget.
+"""Ranking: fuse the retrievers, score the candidates, veto stale values, put the current value first.
 
     fused = fuse(dense, lexical, cfg)                 # per id: raw scores, ranks, fused relevance
     scored, vetoed = veto(score(cands, fused, now, cfg, decay_cfg, tokens))
-    packed, trace = pack(current_first(scored), budget, cfg, pinned)
+    scored = current_first(scored)
 
-Pure functions of their arguments, no store: `mnemo.recall` wires them to one. `fuse_scoped` and
-`in_time` are the time scope (a question naming a time ranks what was said then first).
+Pure functions of their arguments, no store: `mnemo.recall.recall` wires them to one. `fuse_scoped`
+and `in_time` are the time scope (a question naming a time ranks what was said then first).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from . import decay
-from .clock import utc
-from .config import DecayConfig, RecallConfig
-from .errors import ConfigError
-from .model import MemoryRecord, Packed, Scored, TraceEntry
+from .. import decay
+from ..clock import utc
+from ..config import DecayConfig, RecallConfig
+from ..errors import ConfigError
+from ..model import MemoryRecord, Scored, TraceEntry
 
 # Type priors: what a kind and a category are usually worth in a context window,
 # before relevance. The prior is KIND_PRIOR[kind] * CATEGORY_PRIOR[category]:
@@ -175,7 +175,7 @@ def veto(scored: list[Scored]) -> tuple[list[Scored], list[TraceEntry]]:
             if _norm(s.memory.value) != _norm(winner.memory.value):
                 when = became_true(winner.memory)
                 vetoed[s.memory.id] = TraceEntry(
-                    s.memory.id, s.memory.text, False, "veto", _trace_scores(s),
+                    s.memory.id, s.memory.text, False, "veto", trace_scores(s),
                     f"{s.memory.attribute}={s.memory.value!r} is stale: {winner.memory.id} says "
                     f"{winner.memory.value!r}" + (f" (newer, {when.date().isoformat()})" if when else " (newer)"))
     kept = [s for s in scored if s.memory.id not in vetoed]
@@ -228,73 +228,5 @@ def _newness(memory: MemoryRecord) -> tuple:
     return (became_true(memory) or epoch, created, memory.id)
 
 
-def _trace_scores(s: Scored) -> dict[str, float]:
+def trace_scores(s: Scored) -> dict[str, float]:
     return {**s.scores, "score": s.score, "tokens": float(s.tokens)}
-
-
-def pack(scored: Sequence[Scored], budget_tokens: int, cfg: RecallConfig,
-         pinned: Sequence[Scored] = ()) -> tuple[list[Packed], list[TraceEntry]]:
-    """Return the memories packed under the hard token ceiling, and a trace of every candidate.
-
-    Pinned memories go first, by score, bypassing quotas and thresholds but not the
-    budget. Then pass 1 packs by score within per-kind quotas (a share of the whole
-    budget; an unknown kind has none), and pass 2 fills what is left with the best
-    leftovers of any kind. Inactive memories are never packed. Each id is traced once:
-    pinned | packed | inactive | below_threshold | budget | quota.
-    """
-    budget = max(0, int(budget_tokens))
-    left = budget
-    packed: list[Packed] = []
-    trace: dict[str, TraceEntry] = {}
-
-    def put(s: Scored, reason: str, included: bool, detail: str = "") -> None:
-        trace[s.memory.id] = TraceEntry(s.memory.id, s.memory.text, included, reason, _trace_scores(s), detail)
-        if included:
-            packed.append(Packed(s.memory, s.score, s.tokens, dict(s.scores)))
-
-    def by_score(items: Iterable[Scored]) -> list[Scored]:
-        return sorted(items, key=lambda s: (-s.score, s.memory.id))
-
-    for s in by_score(pinned):
-        if s.memory.id in trace:
-            continue
-        if not s.memory.active:
-            put(s, "inactive", False, f"status {s.memory.status}")
-        elif s.tokens <= left:
-            left -= s.tokens
-            put(s, "pinned", True, "pinned: bypasses quotas")
-        else:
-            put(s, "budget", False, f"pinned but needs {s.tokens} tokens, {left} left")
-
-    quota = {"semantic": cfg.semantic_quota, "procedural": cfg.procedural_quota, "episodic": cfg.episodic_quota}
-    room = {kind: int(share * budget) for kind, share in quota.items()}
-    deferred: list[tuple[Scored, bool]] = []
-    for s in by_score(scored):
-        if s.memory.id in trace:
-            continue
-        relevance = s.scores.get("fused", s.score)
-        if not s.memory.active:
-            put(s, "inactive", False, f"status {s.memory.status}")
-        elif relevance < cfg.min_relevance:
-            put(s, "below_threshold", False, f"relevance {relevance:.3f} < min_relevance {cfg.min_relevance}")
-        elif s.tokens <= left and s.tokens <= room.get(s.memory.kind, 0):
-            left -= s.tokens
-            room[s.memory.kind] = room.get(s.memory.kind, 0) - s.tokens
-            put(s, "packed", True, f"pass 1: within the {s.memory.kind} quota")
-        else:
-            # Remember whether the quota, not the budget, stopped it: that decides its reason later.
-            deferred.append((s, s.tokens <= left))
-
-    # Pass 2: quota a kind did not use flows to the best leftovers of any kind.
-    for s, quota_blocked in deferred:
-        if s.tokens <= left:
-            left -= s.tokens
-            put(s, "packed", True, "pass 2: unused quota of other kinds")
-        elif quota_blocked:
-            put(s, "quota", False, f"{s.memory.kind} quota used up; needs {s.tokens} tokens, {left} left")
-        else:
-            put(s, "budget", False, f"needs {s.tokens} tokens, {left} left")
-
-    first = {s.memory.id for s in pinned}
-    packed.sort(key=lambda p: (p.memory.id not in first, -p.score, p.memory.id))
-    return packed, list(trace.values())

@@ -1,0 +1,161 @@
+"""Recall: hybrid retrieval, scoring, veto, budget packing, confidence, history and citations.
+
+Recall is a packing problem, not a search: under a hard token ceiling the caller
+must get the memories that matter and know how far to trust them. Every decision
+is a pure function in one of this package's modules; `recall` only wires them to a
+store and an embedder:
+
+    candidates.py   reading the query as memories are written: resolve_self, query_vector, coverage
+    ranking.py      fuse (and the time scope: fuse_scoped, in_time), score, veto, current_first
+    packing.py      pack under the budget with per-kind quotas, make_room for history
+    confidence.py   evidence_of, confidence: the score bands behind `mnemo.evidence`'s claims
+    history.py      history_notes, shaken (held only while a changed fact did), expand, cite
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from .. import evidence
+from ..config import DecayConfig, RecallConfig
+from ..errors import InvalidInput
+from ..extract.questions import ask, describe
+from ..model import Packed, Recall, TraceEntry
+from .candidates import coverage, query_vector, resolve_self
+from .confidence import EVIDENCE_COVERAGE, EVIDENCE_DENSE, confidence, evidence_of
+from .history import cite, expand, history_notes, shaken
+from .packing import make_room, pack
+from .ranking import (
+    CATEGORY_PRIOR,
+    FUSIONS,
+    KIND_PRIOR,
+    current_first,
+    fuse,
+    fuse_scoped,
+    in_time,
+    prior,
+    recency,
+    score,
+    veto,
+)
+
+__all__ = ["CATEGORY_PRIOR", "EVIDENCE_COVERAGE", "EVIDENCE_DENSE", "FUSIONS", "KIND_PRIOR", "NOT_IN_RECORD",
+           "NO_ROOM", "UNCERTAIN", "cite", "confidence", "coverage", "current_first", "evidence_of", "expand",
+           "fuse", "fuse_scoped", "history_notes", "in_time", "make_room", "pack", "prior", "query_vector",
+           "recall", "recency", "resolve_self", "score", "shaken", "veto"]
+
+NOT_IN_RECORD = "not in the record"
+NO_ROOM = "nothing relevant fits the budget"
+UNCERTAIN = "uncertain: what the record holds on this rested on a fact that has since changed (see history)"
+
+
+def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: int | None, cfg: RecallConfig,
+           decay_cfg: DecayConfig, now: datetime, count_many: Callable[[list[str]], list[int]],
+           filters: dict | None = None, tokenizer: str | None = None) -> Recall:
+    """Return the recall pack for `query`: retrieve, fuse, score, veto, pack, judge, expand, cite, touch.
+
+    The dense retriever always runs, because its cosine is half of the evidence
+    behind the confidence; BM25 runs when it has weight. Only ids found by a
+    retriever with weight become candidates. On "unknown" nothing is packed: every
+    candidate is traced as "abstain" and the message says "not in the record" (or,
+    when strong evidence was left out only by the budget, that nothing fits it).
+    History shares the budget with the pack (`make_room`); touch runs once, on the pack.
+    """
+    if not isinstance(query, str):
+        raise InvalidInput("query must be a string")
+    budget = cfg.budget_tokens if budget_tokens is None else int(budget_tokens)
+    if budget < 0:
+        raise InvalidInput(f"budget_tokens must be >= 0, got {budget}")
+    w = cfg.lexical_weight
+    names = [user, *store.self_names(user)]
+    q = ask(resolve_self(query, names))
+    vector = query_vector(embedder, query, names)
+    dense = store.search_dense(vector, cfg.candidates, user=user, filters=filters)
+    lexical = store.search_lexical(query, cfg.candidates, user=user, filters=filters) if w > 0 else []
+    fused = fuse(dense, lexical, cfg)
+    when = evidence.spans(q, now) if cfg.time_scope else []
+    if when:
+        scope = in_time(filters, (min(a for a, _ in when), max(b for _, b in when)))
+        dense_in = store.search_dense(vector, cfg.candidates, user=user, filters=scope)
+        lexical_in = store.search_lexical(query, cfg.candidates, user=user, filters=scope) if w > 0 else []
+        fused = fuse_scoped(fused, fuse(dense_in, lexical_in, cfg), cfg)
+        dense, lexical = dense + dense_in, lexical + lexical_in
+    wanted = ([m for m, _ in dense] if w < 1 else []) + [m for m, _ in lexical]
+    records = store.get_many(list(dict.fromkeys(wanted)))
+    candidates = [m for m in records.values() if m.user == user]
+    # A memory that held only while a root fact did is not current once that fact is gone: shown as uncertain.
+    unsure = shaken(store, candidates)
+    candidates = [m for m in candidates if m.id not in unsure]
+    pins = [m for m in store.pinned(user, filters) if m.user == user]
+    aliases = evidence.aliases(candidates + pins)
+    fit_of: dict[str, str] = {}
+    for m in candidates + pins:
+        fit_of[m.id] = evidence.fit(q, m, aliases)
+        if m.id in fused:
+            fused[m.id]["coverage"] = coverage(query, m.text, names, m.attribute)
+            fused[m.id]["claim"] = evidence.FIT_SCORE[fit_of[m.id]]
+
+    everyone = list({m.id: m for m in candidates + pins}.values())
+    counts = dict(zip([m.id for m in everyone], count_many([m.text for m in everyone]), strict=True))
+    scored, vetoed = veto(score(everyone, fused, now, cfg, decay_cfg, counts))
+    scored = current_first(scored)
+    pin_ids = {m.id for m in pins}
+    packed, trace = pack([s for s in scored if s.memory.id not in pin_ids], budget, cfg,
+                         [s for s in scored if s.memory.id in pin_ids])
+    trace = vetoed + trace
+    top = evidence.top_evidence(q, [(fit_of.get(p.id, "other"), evidence_of(fused[p.id])) for p in packed
+                                    if p.id in fused])
+    missing = evidence.missing_names(q, [p.memory for p in packed], aliases, names)
+    pack_fits = [fit_of.get(p.id, "other") for p in packed if p.id in fused]
+    verdict, why = evidence.verdict(q, pack_fits, top, missing, cfg.certain_at, cfg.vague_at)
+
+    history: list[Packed] = []
+    message = ""
+    if verdict == "unknown":
+        trace = [TraceEntry(t.memory_id, t.text, False, "abstain", t.scores, f"was {t.reason}; {t.detail}")
+                 for t in trace]
+        # Strong evidence left out of an "unknown" pack was left out by the budget, not absent.
+        found = not missing and any(evidence_of(fused[s.memory.id]) >= cfg.vague_at for s in scored
+                                    if s.memory.id in fused and s.memory.active)
+        packed, message = [], (NO_ROOM if found else NOT_IN_RECORD)
+    elif cfg.expand_hops > 0:
+        links, notes = expand(store, packed, cfg.expand_hops)
+        costs = count_many([n.note or "" for n in notes]) if notes else []
+        packed, history, evicted = make_room(packed, notes, costs, links, budget)
+        trace = [evicted.get(t.memory_id, t) for t in trace]
+        shown = {h.id for h in history}
+        trace += [TraceEntry(n.id, n.text, n.id in shown, "expansion" if n.id in shown else "budget",
+                             {"tokens": float(c)}, f"history: {n.note}") for n, c in zip(notes, costs, strict=True)]
+    if unsure:
+        # Uncertain notes take what the pack and its history left; they never evict anything.
+        notes = [Packed(m, 0.0, 0, {}, note) for m, note in unsure.values()]
+        costs = count_many([f"{n.memory.text} ({n.note})" for n in notes])
+        left = budget - sum(p.tokens for p in packed) - sum(h.tokens for h in history)
+        shown = 0
+        for n, c in zip(notes, costs, strict=True):
+            fits = c <= left
+            if fits:
+                history.append(replace(n, tokens=c))
+                left, shown = left - c, shown + 1
+            trace.append(TraceEntry(n.id, n.memory.text, fits, "uncertain" if fits else "budget",
+                                    {"tokens": float(c)}, n.note or ""))
+        if verdict == "unknown" and message == NOT_IN_RECORD and shown:
+            message = UNCERTAIN
+    # Only memories that support the answer are reinforced: filler packed to use the budget must
+    # not be kept alive by being shown (a recall would otherwise reinforce everything it packs).
+    used_ids = [p.id for p in packed if p.id in fused and (evidence_of(fused[p.id]) >= cfg.vague_at
+                                                           or fit_of.get(p.id) == "answers")]
+    if used_ids:
+        store.touch(used_ids, now)
+    provenance = {
+        "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
+        "fusion": cfg.fusion, "time_scope": [(a.isoformat(), b.isoformat()) for a, b in when], "evidence": "claims, then dense cosine + query coverage",
+        "question": describe(q), "confidence_why": why, "evidence_top": round(top, 4),
+        "about_asked": evidence.about_asked(q, pack_fits),
+        "tokenizer": tokenizer or getattr(count_many, "name", None) or getattr(count_many, "__name__", "?"),
+    }
+    used = sum(p.tokens for p in packed) + sum(h.tokens for h in history)
+    return Recall(query, packed, verdict, cite(packed), trace, budget, used, history, message, provenance)
