@@ -46,17 +46,10 @@ QUESTIONS = ["Where did Caroline go hiking last summer?", "What did Melanie pain
 
 def texts(n: int, seed: int = 0) -> list[str]:
     """Return `n` memory texts: two real LoCoMo turns joined when the data is present, else random words."""
+    from bench_write import locomo_turns  # the LoCoMo turns the write benchmark plays
+
     rng = np.random.default_rng(seed)
-    data = os.environ.get("MNEMO_DATA_DIR")
-    path = Path(data) / "locomo" / "locomo10_shared_8conv.json" if data else None
-    pool: list[str] = []
-    if path is not None and path.exists():
-        for conv in json.loads(path.read_text()):
-            c = conv["conversation"]
-            pool += [t["text"] for k, v in c.items() if k.startswith("session_") and isinstance(v, list)
-                     for t in v if t.get("text")]
-    else:
-        pool = [" ".join(rng.choice(QUESTIONS[i % len(QUESTIONS)].split(), 6)) for i in range(5000)]
+    pool = locomo_turns() or [" ".join(rng.choice(QUESTIONS[i % len(QUESTIONS)].split(), 6)) for i in range(5000)]
     a, b = rng.integers(0, len(pool), n), rng.integers(0, len(pool), n)
     return [f"{pool[i]} {pool[j]}" for i, j in zip(a.tolist(), b.tolist(), strict=True)]
 

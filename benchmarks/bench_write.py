@@ -36,8 +36,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def turns(limit: int) -> list[str]:
-    """Return up to `limit` user turns: LoCoMo's shared conversations if present, else the project's scenarios."""
+def locomo_turns() -> list[str]:
+    """Return every turn of LoCoMo's shared conversations in order, or [] when MNEMO_DATA_DIR does not hold them."""
     data = os.environ.get("MNEMO_DATA_DIR")
     path = Path(data) / "locomo" / "locomo10_shared_8conv.json" if data else None
     out: list[str] = []
@@ -47,7 +47,13 @@ def turns(limit: int) -> list[str]:
             for key in sorted((k for k in c if k.startswith("session_") and k.split("_")[-1].isdigit()),
                               key=lambda k: int(k.split("_")[-1])):
                 out += [t["text"] for t in c[key] if t.get("text")]
-    else:
+    return out
+
+
+def turns(limit: int) -> list[str]:
+    """Return up to `limit` user turns: LoCoMo's shared conversations if present, else the project's scenarios."""
+    out = locomo_turns()
+    if not out:
         import yaml
 
         for f in sorted((ROOT / "data" / "scenarios").glob("*.yaml")):

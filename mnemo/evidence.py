@@ -133,17 +133,28 @@ def spans(q, now: datetime) -> list[tuple[datetime, datetime]]:
             if day is None and year is None and (not before or before[-1].casefold() not in _TIME_LEAD):
                 continue  # a bare month only after a time word: "May I ask ..." names no time
         for y in ([year] if year else [now.year, now.year - 1]):
-            try:
-                first = date(y, month or 1, day or 1)
-            except ValueError:
+            days = _days(y, month, day)
+            if days is None:
                 break
-            start = datetime(first.year, first.month, first.day, tzinfo=timezone.utc)
+            start = datetime(days[0].year, days[0].month, days[0].day, tzinfo=timezone.utc)
             if year or start <= now:
-                last = first if day else date(y, month, calendar.monthrange(y, month)[1]) if month else date(y, 12, 31)
-                end = datetime(last.year, last.month, last.day, tzinfo=timezone.utc) + timedelta(days=1)
+                end = datetime(days[1].year, days[1].month, days[1].day, tzinfo=timezone.utc) + timedelta(days=1)
                 out.append((start - _SLACK, end + _SLACK))
                 break
     return out
+
+
+def _days(year: int, month: int | None, day: int | None) -> tuple[date, date] | None:
+    """Return the first and last day of a day, a month or a year of `year`; None for no such day ("31 February")."""
+    try:
+        first = date(year, month or 1, day or 1)
+    except ValueError:
+        return None
+    if day:
+        return first, first
+    if month:
+        return first, date(year, month, calendar.monthrange(year, month)[1])
+    return first, date(year, 12, 31)
 
 
 def _said_then(name: str, m: MemoryRecord) -> bool:
@@ -159,17 +170,10 @@ def _said_then(name: str, m: MemoryRecord) -> bool:
         return False
     year, month, day = period
     for y in ([year] if year else [when.year - 1, when.year, when.year + 1]):
-        try:
-            first = date(y, month or 1, day or 1)
-        except ValueError:  # "31 february"
+        days = _days(y, month, day)
+        if days is None:
             return False
-        if day:
-            last = first
-        elif month:
-            last = date(y, month, calendar.monthrange(y, month)[1])
-        else:
-            last = date(y, 12, 31)
-        if first - _SLACK <= when.date() <= last + _SLACK:
+        if days[0] - _SLACK <= when.date() <= days[1] + _SLACK:
             return True
     return False
 

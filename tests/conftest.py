@@ -121,12 +121,12 @@ def require_chromium() -> str:
     return binary
 
 
-def stop_process(proc: subprocess.Popen) -> int:
-    """Stop a server process as a service manager would (SIGTERM, then SIGKILL after 30 s); return its exit code."""
+def stop_process(proc: subprocess.Popen, timeout: float = 30) -> int:
+    """Stop a server process as a service manager would (SIGTERM, then SIGKILL after `timeout` s); return its exit code."""
     if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

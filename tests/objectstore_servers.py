@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from conftest import stop_process
+
 ACCESS, SECRET = "AKMNEMOTEST000000001", "mnemo-test-secret-0123456789"
 
 
@@ -74,12 +76,7 @@ def seaweed_s3(workdir: Path):
                 time.sleep(0.2)
         yield endpoint
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=15)
         log.close()
 
 

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from mnemo import evidence
 from mnemo import recall as recall_stage
 from mnemo.clock import SimulatedClock, utc
 from mnemo.config import Config, RecallConfig, recipe
@@ -161,9 +160,7 @@ def hits(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 50, l
     resolved); `qvec` is used only when name resolution leaves the query as is. With `lexical`
     False the lexical list is empty (recall skips BM25 when its weight is 0).
     """
-    names = [user, *mem.store.self_names(user)]
-    if qvec is None or recall_stage.resolve_self(query, names) != query:
-        qvec = recall_stage.query_vector(mem.embedder, query, names)
+    qvec = _query_vector(mem, query, user, qvec)
     dense = mem.store.search_dense(qvec, k, user=user)
     return dense, (mem.store.search_lexical(query, k, user=user) if lexical else [])
 
@@ -172,17 +169,23 @@ def hits_then(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 
               ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]] | None:
     """Return `hits` among the memories said in the time `query` names, as recall's time scope retrieves them.
 
-    None when the question names no time (`evidence.spans`).
+    None when the question names no time (`ranking.time_scope`).
     """
     names = [user, *mem.store.self_names(user)]
-    when = evidence.spans(ask(recall_stage.resolve_self(query, names)), mem.clock.now())
-    if not when:
+    scope = ranking_stage.time_scope(ask(recall_stage.resolve_self(query, names)), mem.clock.now(), None)
+    if scope is None:
         return None
-    if qvec is None or recall_stage.resolve_self(query, names) != query:
-        qvec = recall_stage.query_vector(mem.embedder, query, names)
-    scope = ranking_stage.in_time(None, (min(a for a, _ in when), max(b for _, b in when)))
+    qvec = _query_vector(mem, query, user, qvec)
     return (mem.store.search_dense(qvec, k, user=user, filters=scope),
             mem.store.search_lexical(query, k, user=user, filters=scope))
+
+
+def _query_vector(mem: Memory, query: str, user: str, qvec: Any) -> Any:
+    """Return recall's query vector (`recall.query_vector`); `qvec` is used when name resolution leaves `query` as is."""
+    names = [user, *mem.store.self_names(user)]
+    if qvec is None or recall_stage.resolve_self(query, names) != query:
+        qvec = recall_stage.query_vector(mem.embedder, query, names)
+    return qvec
 
 
 def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: RecallConfig,

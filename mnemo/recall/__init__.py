@@ -6,7 +6,7 @@ is a pure function in one of this package's modules; `recall` only wires them to
 store and an embedder:
 
     candidates.py   reading the query as memories are written: resolve_self, query_vector, coverage
-    ranking.py      fuse (and the time scope: fuse_scoped, in_time), score, veto, current_first
+    ranking.py      fuse (and the time scope: time_scope, in_time, fuse_scoped), score, veto, current_first
     packing.py      pack under the budget with per-kind quotas, make_room for history
     confidence.py   evidence_of, confidence: the score bands behind `mnemo.evidence`'s claims
     history.py      history_notes, shaken (held only while a changed fact did), expand, cite
@@ -39,13 +39,14 @@ from .ranking import (
     prior,
     recency,
     score,
+    time_scope,
     veto,
 )
 
 __all__ = ["CATEGORY_PRIOR", "EVIDENCE_COVERAGE", "EVIDENCE_DENSE", "FUSIONS", "KIND_PRIOR", "NOT_IN_RECORD",
            "NO_ROOM", "UNCERTAIN", "cite", "confidence", "coverage", "current_first", "evidence_of", "expand",
            "fuse", "fuse_scoped", "history_notes", "in_time", "make_room", "pack", "prior", "query_vector",
-           "recall", "recency", "resolve_self", "score", "shaken", "veto"]
+           "recall", "recency", "resolve_self", "score", "shaken", "time_scope", "veto"]
 
 NOT_IN_RECORD = "not in the record"
 NO_ROOM = "nothing relevant fits the budget"
@@ -76,9 +77,8 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     dense = store.search_dense(vector, cfg.candidates, user=user, filters=filters)
     lexical = store.search_lexical(query, cfg.candidates, user=user, filters=filters) if w > 0 else []
     fused = fuse(dense, lexical, cfg)
-    when = evidence.spans(q, now) if cfg.time_scope else []
-    if when:
-        scope = in_time(filters, (min(a for a, _ in when), max(b for _, b in when)))
+    scope = time_scope(q, now, filters) if cfg.time_scope else None
+    if scope is not None:
         dense_in = store.search_dense(vector, cfg.candidates, user=user, filters=scope)
         lexical_in = store.search_lexical(query, cfg.candidates, user=user, filters=scope) if w > 0 else []
         fused = fuse_scoped(fused, fuse(dense_in, lexical_in, cfg), cfg)
@@ -152,7 +152,7 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         store.touch(used_ids, now)
     provenance = {
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
-        "fusion": cfg.fusion, "time_scope": [(a.isoformat(), b.isoformat()) for a, b in when], "evidence": "claims, then dense cosine + query coverage",
+        "fusion": cfg.fusion, "time_scope": [scope["since"].isoformat(), scope["until"].isoformat()] if scope else [], "evidence": "claims, then dense cosine + query coverage",
         "question": describe(q), "confidence_why": why, "evidence_top": round(top, 4),
         "about_asked": evidence.about_asked(q, pack_fits),
         "tokenizer": tokenizer or getattr(count_many, "name", None) or getattr(count_many, "__name__", "?"),

@@ -4,8 +4,8 @@
     scored, vetoed = veto(score(cands, fused, now, cfg, decay_cfg, tokens))
     scored = current_first(scored)
 
-Pure functions of their arguments, no store: `mnemo.recall.recall` wires them to one. `fuse_scoped`
-and `in_time` are the time scope (a question naming a time ranks what was said then first).
+Pure functions of their arguments, no store: `mnemo.recall.recall` wires them to one. `time_scope`,
+`in_time` and `fuse_scoped` are the time scope (a question naming a time ranks what was said then first).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from .. import decay
+from .. import decay, evidence
 from ..clock import utc
 from ..config import DecayConfig, RecallConfig
 from ..errors import ConfigError
@@ -98,6 +98,17 @@ def fuse_scoped(fused: Mapping[str, dict], scoped: Mapping[str, dict], cfg: Reca
     for rank, mid in enumerate(order, 1):
         out[mid]["fused"] = (cfg.rrf_k + 1) / (cfg.rrf_k + rank)
     return out
+
+
+def time_scope(q, now: datetime, filters: dict | None) -> dict | None:
+    """Return the recall filters narrowed to the times question `q` names (`evidence.spans`), None if it names none.
+
+    Several times named make one window, from the first to the last (`in_time`).
+    """
+    spans = evidence.spans(q, now)
+    if not spans:
+        return None
+    return in_time(filters, (min(a for a, _ in spans), max(b for _, b in spans)))
 
 
 def in_time(filters: dict | None, span: tuple[datetime, datetime]) -> dict:

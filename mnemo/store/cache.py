@@ -18,7 +18,8 @@ Records come back in the order `get_many` has always returned them (created_at, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -81,42 +82,36 @@ class RecordCache:
         for i in written:
             self._kept.pop(i, None)
 
-    # Every write of a memory row drops its id before and after the statement.
-    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
-                   successor: str | None = None) -> str:
-        self._drop([memory_id])
-        try:
-            return super().set_status(memory_id, status, reason=reason, at=at, successor=successor)
-        finally:
-            self._drop([memory_id])
-
-    def corroborate(self, memory_id: str, at: datetime) -> None:
-        self._drop([memory_id])
-        try:
-            super().corroborate(memory_id, at)
-        finally:
-            self._drop([memory_id])
-
-    def touch(self, ids: list[str], at: datetime) -> None:
+    @contextmanager
+    def _writing(self, ids: list[str]) -> Iterator[None]:
+        """Drop `ids` before and after a statement that writes their rows (a read in between cannot keep them)."""
         self._drop(ids)
         try:
-            super().touch(ids, at)
+            yield
         finally:
             self._drop(ids)
 
+    # Every write of a memory row drops its id before and after the statement.
+    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
+                   successor: str | None = None) -> str:
+        with self._writing([memory_id]):
+            return super().set_status(memory_id, status, reason=reason, at=at, successor=successor)
+
+    def corroborate(self, memory_id: str, at: datetime) -> None:
+        with self._writing([memory_id]):
+            super().corroborate(memory_id, at)
+
+    def touch(self, ids: list[str], at: datetime) -> None:
+        with self._writing(ids):
+            super().touch(ids, at)
+
     def set_expiry(self, memory_id: str, expires_at: datetime | None) -> None:
-        self._drop([memory_id])
-        try:
+        with self._writing([memory_id]):
             super().set_expiry(memory_id, expires_at)
-        finally:
-            self._drop([memory_id])
 
     def set_importance(self, memory_id: str, importance: float) -> None:
-        self._drop([memory_id])
-        try:
+        with self._writing([memory_id]):
             super().set_importance(memory_id, importance)
-        finally:
-            self._drop([memory_id])
 
     def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
         raise NotImplementedError
