@@ -27,7 +27,7 @@ import numpy as np
 
 from .config import RECIPE_DIR, Config, recipe
 from .errors import ConfigError
-from .fitting import choose_threshold
+from .fitting import choose_threshold, curves
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PAIRS = DATA / "pairs" / "pairs.jsonl"
@@ -323,8 +323,6 @@ def abstention_folds(rows: Sequence[dict[str, Any]], folds: int = 4, answerable_
     metrics], "heldout": the held-out metrics pooled over folds, "auc": ROC AUC of the decision
     score, answerable against each never-said kind, over all rows}.
     """
-    from sklearn.metrics import roc_auc_score
-
     groups = sorted({r["group"] for r in rows})
     if folds < 2 or folds > len(groups):
         raise ConfigError(f"folds must be between 2 and the number of groups ({len(groups)}), got {folds}")
@@ -343,8 +341,9 @@ def abstention_folds(rows: Sequence[dict[str, Any]], folds: int = 4, answerable_
     auc = {}
     for kind in kinds:
         sub = [r for r in rows if r["kind"] in ("answerable", kind)]
-        if len({r["answerable"] for r in sub}) == 2:
-            auc[kind] = round(float(roc_auc_score([r["answerable"] for r in sub], [_decided(r) for r in sub])), 4)
+        found = curves([r["answerable"] for r in sub], [_decided(r) for r in sub])["auc"]
+        if found is not None:
+            auc[kind] = round(found, 4)
     return {"folds": out, "heldout": _abstention(held_all), "auc": auc, "answerable_recall": answerable_recall}
 
 
