@@ -55,6 +55,7 @@ class RecallConfig:
     lexical_weight: float = 0.6  # 0 = vectors only, 1 = BM25 only; chosen out of fold with fusion
     rrf_k: int = 60  # reciprocal rank fusion constant
     time_scope: bool = True  # a question naming a time ranks what was said then first (ranking.fuse_scoped); out of fold
+    context_weight: float = 0.5  # share of its best neighbour's relevance a turn gains (ranking.in_context); README
     weight_relevance: float = 0.7  # share of the final score from fused relevance
     weight_recency: float = 0.1  # share from recency
     weight_salience: float = 0.1  # share from salience
@@ -137,10 +138,13 @@ def _coerce(current: Any, value: Any, name: str) -> Any:
 RECIPES: dict[str, Config] = {
     "default": Config(),
     # The default until #18 chose one out of fold: reciprocal rank fusion, vectors and BM25 alike.
-    # The plain retrievers and the old default stay plain: no time scope (#18 measures against them).
-    "hybrid": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.5, time_scope=False), recipe="hybrid"),
-    "dense": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.0, time_scope=False), recipe="dense"),
-    "bm25": Config(recall=RecallConfig(fusion="rrf", lexical_weight=1.0, time_scope=False), recipe="bm25"),
+    # The plain retrievers and the old default stay plain: no time scope, no context (#18 measures against them).
+    "hybrid": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.5, time_scope=False, context_weight=0.0),
+                   recipe="hybrid"),
+    "dense": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.0, time_scope=False, context_weight=0.0),
+                   recipe="dense"),
+    "bm25": Config(recall=RecallConfig(fusion="rrf", lexical_weight=1.0, time_scope=False, context_weight=0.0),
+                   recipe="bm25"),
 }
 
 # Recipes written by the calibration notebook live here as JSON (flat params plus a "base").

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import datetime
@@ -19,7 +20,7 @@ from .embed import Embedder, make_embedder
 from .errors import InvalidInput, NotFound
 from .judge import model_judge, offline_judge
 from .llm import LLM, connect
-from .model import Candidate, Event, Forgetting, MemoryRecord, Recall, WriteReport
+from .model import Candidate, Event, Forgetting, Link, MemoryRecord, Recall, WriteReport
 from .store import DuckDBStore, Store, new_id, store_class
 from .tokens import count_many, tokenizer_name
 
@@ -154,18 +155,27 @@ class Memory:
 
     def add_many(self, texts: Sequence[str], *, user: str, kind: str = "episodic", category: str = "event",
                  metas: Sequence[dict[str, Any]] | None = None, at: datetime | None = None,
-                 vectors: np.ndarray | None = None, batch_size: int = 50_000) -> list[str]:
-        """Bulk-insert memories without reconciliation (imports, benchmarks); return their ids."""
+                 vectors: np.ndarray | None = None, session: str | None = None, batch_size: int = 50_000) -> list[str]:
+        """Bulk-insert memories without reconciliation (imports, benchmarks); return their ids.
+
+        With `session`, the texts are one session's turns in the order said: each memory
+        records the session and `follows` the one before it (a link recall's `context_weight`
+        reads, so a turn shares its neighbours' relevance).
+        """
         now = self._now(at)
         ids: list[str] = []
         for start in range(0, len(texts), batch_size):
             chunk = list(texts[start:start + batch_size])
             vecs = vectors[start:start + batch_size] if vectors is not None else self.embedder.embed(chunk)
             recs = [MemoryRecord(id=new_id("m"), user=user, text=t, kind=kind, category=category,
-                                 created_at=now, valid_from=now, source="user",
+                                 created_at=now, valid_from=now, source="user", session=session,
                                  meta=dict(metas[start + k]) if metas else {}) for k, t in enumerate(chunk)]
+            chain = [*ids[-1:], *(r.id for r in recs)]
             with self.store.transaction():
                 self.store.insert_memories(recs, vecs)
+                if session is not None:
+                    self.store.insert_links([Link(later, earlier, "follows", now)
+                                             for earlier, later in itertools.pairwise(chain)])
             ids.extend(r.id for r in recs)
         return ids
 

@@ -33,7 +33,7 @@ CATEGORIES = (
     "note",
 )
 STATUSES = ("active", "superseded", "forgotten", "decayed")
-LINK_KINDS = ("supersedes", "because", "refers_to")
+LINK_KINDS = ("supersedes", "because", "refers_to", "follows")  # follows: said right after (one session, in order)
 # Where a memory came from, most authoritative first: the audit's resolution ladder uses this order.
 SOURCES = ("structured", "tool", "user", "derived")
 OPS = ("add", "corroborate", "duplicate", "supersede", "forget", "ignore")
@@ -132,7 +132,7 @@ class Event:
 
 @dataclass(frozen=True)
 class Link:
-    """A typed edge between two memories: src supersedes / because / refers_to dst."""
+    """A typed edge between two memories: src supersedes / because / refers_to / follows dst."""
 
     src: str
     dst: str

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import mnemo
+from mnemo.config import Config
 from mnemo.errors import EmbedderMismatch, InvalidInput, LLMUnavailable, NotFound
 
 T0 = datetime(2025, 3, 1, 9, tzinfo=timezone.utc)
@@ -296,3 +297,32 @@ def test_things_a_claim_names_beside_its_value_keep_two_facts_apart(mem):
     rep = mem.remember("We moved the job queue from Redis to RabbitMQ.", user="alice")
     assert [s.old.text for s in rep.superseded] == ["The team runs Redis for the job queue."]
     assert "The team runs Redis for the session cache." in active_texts(mem)
+
+
+def test_add_many_chains_one_sessions_turns_and_recall_reads_a_turn_with_its_neighbours():
+    t0 = datetime(2023, 5, 1, tzinfo=timezone.utc)
+    mem = mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(t0 + timedelta(days=2)))
+    try:
+        asked = ["Caroline: How is the new job going? What do you do there all day?",
+                 "Mel: I look after the rescued dogs at the animal shelter.", "Caroline: That sounds lovely."]
+        other = ["Mel: My sister got a new job in the city.", "Caroline: Good for her!", "Mel: She starts on Monday."]
+        ids = mem.add_many(asked, user="c", session="s1", at=t0, batch_size=2)  # the chain crosses batches
+        ids2 = mem.add_many(other, user="c", session="s2", at=t0)
+        plain = mem.add_many(["Mel: unrelated", "Mel: also unrelated"], user="c", at=t0)  # no session, no chain
+        follows = {(x.src, x.dst) for x in mem.store.links(ids + ids2 + plain, ("follows",))}
+        assert follows == {(ids[1], ids[0]), (ids[2], ids[1]), (ids2[1], ids2[0]), (ids2[2], ids2[1])}
+        assert {mem.store.get(i).session for i in ids} == {"s1"}
+
+        def rank(context_weight: float) -> list[str]:
+            m = mnemo.Memory(mem.store, mem.embedder, mem.llm, mem.clock,
+                             Config.from_params("default", context_weight=context_weight))
+            r = m.recall("What does Mel do at her new job?", user="c", budget_tokens=500)
+            assert r.provenance["context"] == {"weight": context_weight, "links": 4 if context_weight else 0}
+            return [p.id for p in r.memories]
+
+        # The answer shares no word with the question; the question turn before it does.
+        answer, monday = ids[1], ids2[2]
+        assert rank(0.0).index(monday) < rank(0.0).index(answer)
+        assert rank(0.75).index(answer) < rank(0.75).index(monday)
+    finally:
+        mem.close()

@@ -26,6 +26,7 @@ from mnemo.recall import (
     evidence_of,
     fuse,
     history_notes,
+    in_context,
     make_room,
     pack,
     prior,
@@ -581,3 +582,37 @@ def test_the_newest_statement_of_a_slot_ranks_first():
     assert [s.memory.id for s in ranked][:2] == ["b", "a"]
     # One value only: nothing moves.
     assert [s.memory.id for s in current_first([old])] == ["a"]
+
+
+def _mixes(**values: float) -> dict[str, dict]:
+    """Return `fuse`-shaped entries whose weighted mix is `values` (the weighted_rank scale over them)."""
+    return fuse([(m, v) for m, v in values.items()], [], RecallConfig(fusion="weighted_rank", lexical_weight=0.0))
+
+
+def test_in_context_lifts_a_hit_whose_neighbour_is_relevant_over_a_lone_hit():
+    fused = _mixes(question=0.9, lone=0.5, answer=0.45)
+    order = lambda out: sorted(out, key=lambda m: -out[m]["fused"])  # noqa: E731
+    assert order(fused) == ["question", "lone", "answer"]
+    follows = [Link("answer", "question", "follows")]
+    raised = in_context(fused, follows, RecallConfig(context_weight=0.5))
+    assert order(raised) == ["question", "answer", "lone"]
+    assert raised["answer"]["fused"] == pytest.approx(61 / 62) and raised["question"]["fused"] == 1.0
+    # No weight, no links, or links of another kind: unchanged.
+    assert in_context(fused, follows, RecallConfig(context_weight=0.0)) == fused
+    assert in_context(fused, [Link("answer", "question", "supersedes")], RecallConfig(context_weight=0.5)) == fused
+
+
+def test_in_context_takes_nothing_from_a_neighbour_no_retriever_found():
+    fused = _mixes(a=0.9, b=0.5)
+    raised = in_context(fused, [Link("b", "unseen", "follows"), Link("unseen2", "b", "follows")],
+                        RecallConfig(context_weight=1.0))
+    assert [raised[m]["mix"] for m in "ab"] == [fused[m]["mix"] for m in "ab"]
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "weighted"])
+def test_in_context_keeps_other_fusions_in_their_range(fusion):
+    cfg = RecallConfig(fusion=fusion, lexical_weight=0.0, context_weight=1.0)
+    fused = fuse([("a", 0.9), ("b", 0.8), ("c", 0.3), ("d", 0.1)], [], cfg)
+    raised = in_context(fused, [Link("c", "a", "follows")], cfg)
+    assert max(e["fused"] for e in raised.values()) == pytest.approx(max(e["fused"] for e in fused.values()))
+    assert raised["c"]["fused"] > raised["b"]["fused"]

@@ -37,7 +37,7 @@ from mnemo.errors import ConfigError
 from mnemo.eval import datasets, metrics
 from mnemo.extract.questions import ask
 from mnemo.memory import Memory
-from mnemo.model import MemoryRecord
+from mnemo.model import Link, MemoryRecord
 from mnemo.recall import ranking as ranking_stage
 from mnemo.store import DuckDBStore as Store
 
@@ -149,7 +149,7 @@ def ranking(mem: Memory, query: str, *, user: str, qvec: Any = None, cfg: Recall
     cfg = cfg or mem.config.recall
     dense, lexical = hits(mem, query, user=user, qvec=qvec, k=cfg.candidates, lexical=cfg.lexical_weight > 0)
     then = hits_then(mem, query, user=user, qvec=qvec, k=cfg.candidates) if cfg.time_scope else None
-    return order(dense, lexical, cfg, then)
+    return order(dense, lexical, cfg, then, neighbours(mem, dense, lexical, then) if cfg.context_weight > 0 else ())
 
 
 def hits(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 50, lexical: bool = True
@@ -180,6 +180,13 @@ def hits_then(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 
             mem.store.search_lexical(query, k, user=user, filters=scope))
 
 
+def neighbours(mem: Memory, dense: list[tuple[str, float]], lexical: list[tuple[str, float]],
+               then: tuple[list[tuple[str, float]], list[tuple[str, float]]] | None = None) -> list[Link]:
+    """Return the `follows` links of every hit (`hits`, and `hits_then` when given), as recall reads them."""
+    ids = {m for hit_list in (dense, lexical, *(then or ())) for m, _ in hit_list}
+    return mem.store.links(sorted(ids), ("follows",))
+
+
 def _query_vector(mem: Memory, query: str, user: str, qvec: Any) -> Any:
     """Return recall's query vector (`recall.query_vector`); `qvec` is used when name resolution leaves `query` as is."""
     names = [user, *mem.store.self_names(user)]
@@ -189,26 +196,29 @@ def _query_vector(mem: Memory, query: str, user: str, qvec: Any) -> Any:
 
 
 def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: RecallConfig,
-          then: tuple[list[tuple[str, float]], list[tuple[str, float]]] | None = None) -> list[tuple[str, float]]:
+          then: tuple[list[tuple[str, float]], list[tuple[str, float]]] | None = None,
+          links: Sequence[Link] = ()) -> list[tuple[str, float]]:
     """Return the candidates recall considers under `cfg`, by fused relevance, best first.
 
     Each hit list is cut to `cfg.candidates` (lists are best first, as the store returns them)
-    and fused by `ranking.fuse`; the candidates are the dense hits when the dense weight is above
-    0, plus the lexical hits when the lexical weight is. With `cfg.time_scope` and `then` (the
-    hits said in the time the question names, `hits_then`), `ranking.fuse_scoped` ranks those
-    first. Ties in fused relevance keep the order dense-then-lexical hits arrive in
+    and ranked by `ranking.relevance` (with the hits' `follows` links, `links`, when
+    `cfg.context_weight` is above 0); the candidates are the dense hits when the dense weight
+    is above 0, plus the lexical hits when the lexical weight is. With `cfg.time_scope` and
+    `then` (the hits said in the time the question names, `hits_then`), the time scope ranks
+    those first. Ties in fused relevance keep the order dense-then-lexical hits arrive in
     (deterministic for one store; the store breaks its own score ties by memory id, which
     differs between runs).
     """
     w = cfg.lexical_weight
-    dense = dense[:cfg.candidates] if w < 1 else []
-    lexical = lexical[:cfg.candidates] if w > 0 else []
-    fused = ranking_stage.fuse(dense, lexical, cfg)
-    if cfg.time_scope and then is not None:
-        dense_in = then[0][:cfg.candidates] if w < 1 else []
-        lexical_in = then[1][:cfg.candidates] if w > 0 else []
-        fused = ranking_stage.fuse_scoped(fused, ranking_stage.fuse(dense_in, lexical_in, cfg), cfg)
-        dense, lexical = dense + dense_in, lexical + lexical_in
+
+    def cut(d: list[tuple[str, float]], x: list[tuple[str, float]]) -> tuple[list, list]:
+        return (d[:cfg.candidates] if w < 1 else []), (x[:cfg.candidates] if w > 0 else [])
+
+    dense, lexical = cut(dense, lexical)
+    then = cut(*then) if cfg.time_scope and then is not None else None
+    fused = ranking_stage.relevance(dense, lexical, cfg, then, links)
+    if then is not None:
+        dense, lexical = dense + then[0], lexical + then[1]
     wanted = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical]))
     ranked = sorted(range(len(wanted)), key=lambda i: (-fused[wanted[i]]["fused"], i))
     return [(wanted[i], fused[wanted[i]]["fused"]) for i in ranked]
@@ -273,7 +283,7 @@ def add_turns(writer: Any, conv: datasets.Conversation, times: Sequence[datetime
         n = len(s.turns)
         ids = writer.add_many([t.document for t in s.turns], user=conv.id, kind="episodic", category="event",
                               metas=[{"dia_id": t.dia_id, **turn_meta(t, conv)} for t in s.turns], at=when,
-                              vectors=vecs[pos:pos + n])
+                              vectors=vecs[pos:pos + n], session=f"{conv.id}/{s.id}")
         dia_of.update(zip(ids, (t.dia_id for t in s.turns), strict=True))
         pos += n
     return dia_of

@@ -25,7 +25,8 @@ import numpy as np
 
 from mnemo.errors import ConfigError
 
-FEATURES = ("dense", "bm25", "dense_rr", "bm25_rr", "mix", "speaker_named", "other_named", "log_chars")
+FEATURES = ("dense", "bm25", "dense_rr", "bm25_rr", "mix", "speaker_named", "other_named", "log_chars", "scoped",
+            "context")
 MIX_WEIGHT = 0.6  # lexical share of the "mix" feature (the default recipe's)
 _WORD = re.compile(r"\w+")
 
@@ -44,14 +45,23 @@ def _normalised(hits: Sequence[tuple[str, float]]) -> dict[str, tuple[float, flo
 
 
 def features(question: str, dense: Sequence[tuple[str, float]], lexical: Sequence[tuple[str, float]],
-             speaker_of: Mapping[str, tuple[str, str, int]]) -> tuple[list[str], np.ndarray]:
+             speaker_of: Mapping[str, tuple[str, str, int]], then: Any = None, links: Sequence[Any] = ()
+             ) -> tuple[list[str], np.ndarray]:
     """Return the candidate ids (dense then lexical hits, first occurrence) and their FEATURES rows.
 
     `speaker_of[id]` = (this turn's speaker, the other speaker(s) joined by spaces, text length).
+    `then` = the (dense, lexical) hits among the memories said in the time the question names
+    (None: it names none): "scoped" is 1 for those. "context" is the best `follows` neighbour's mix.
     """
     d, b = _normalised(dense), _normalised(lexical)
-    ids = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical]))
+    scoped = {m for hits in (then or ()) for m, _ in hits}
+    ids = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical] + sorted(scoped)))
     words = {w.lower() for w in _WORD.findall(question)}
+    mix = {m: (1 - MIX_WEIGHT) * d.get(m, (0.0, 0.0))[0] + MIX_WEIGHT * b.get(m, (0.0, 0.0))[0] for m in ids}
+    near: dict[str, set[str]] = {}
+    for link in links:
+        near.setdefault(link.src, set()).add(link.dst)
+        near.setdefault(link.dst, set()).add(link.src)
     rows = []
     for mid in ids:
         dn, drr = d.get(mid, (0.0, 0.0))
@@ -59,8 +69,9 @@ def features(question: str, dense: Sequence[tuple[str, float]], lexical: Sequenc
         speaker, others, chars = speaker_of.get(mid, ("", "", 0))
         named = bool({w.lower() for w in _WORD.findall(speaker)} & words)
         other = not named and bool({w.lower() for w in _WORD.findall(others)} & words)
-        rows.append([dn, bn, drr, brr, (1 - MIX_WEIGHT) * dn + MIX_WEIGHT * bn, float(named), float(other),
-                     math.log1p(chars)])
+        context = max((mix[n] for n in near.get(mid, ()) if n in mix), default=0.0)
+        rows.append([dn, bn, drr, brr, mix[mid], float(named), float(other), math.log1p(chars), float(mid in scoped),
+                     context])
     return ids, np.asarray(rows, dtype=float).reshape(len(ids), len(FEATURES))
 
 

@@ -38,6 +38,7 @@ from mnemo.eval.bench import (
     add_turns,
     hits,
     hits_then,
+    neighbours,
     order,
     run_of,
     session_times,
@@ -48,7 +49,8 @@ SELECT_BY = ("R@10", "nDCG@10")  # what selection maximises on the training fold
 
 
 def _grid() -> dict[str, RecallConfig]:
-    base = RecallConfig()
+    # Every lever off but the one a candidate names: the default's time scope and context are candidates here.
+    base = replace(RecallConfig(), time_scope=False, context_weight=0.0)
     grid = {"dense": recipe("dense").recall, "bm25": recipe("bm25").recall, "hybrid": recipe("hybrid").recall}
     # RRF at 0.5 is hybrid itself.
     for w in (0.3, 0.7, 0.8, 0.9):
@@ -62,6 +64,11 @@ def _grid() -> dict[str, RecallConfig]:
     # Time scope (`ranking.fuse_scoped`) on top of the weighted candidates: listed after them, it wins no tie.
     for w in (0.5, 0.6, 0.7):
         grid[f"weighted_rank w={w} +time"] = replace(base, fusion="weighted_rank", lexical_weight=w, time_scope=True)
+    # Context (`ranking.in_context`: a turn shares its neighbours' relevance) on top of the time scope.
+    for w in (0.5, 0.6, 0.7):
+        for beta in (0.2, 0.35, 0.5, 0.75, 1.0):
+            grid[f"weighted_rank w={w} +time +context {beta}"] = replace(
+                base, fusion="weighted_rank", lexical_weight=w, time_scope=True, context_weight=beta)
     return grid
 
 
@@ -155,14 +162,15 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
         for q, qv in zip(qs, qvecs, strict=True):
             dense, lexical = hits(mem, q.question, user=conv.id, qvec=qv, k=depth)
             then = hits_then(mem, q.question, user=conv.id, qvec=qv, k=depth)
+            links = neighbours(mem, dense, lexical, then)
             for sname, cfg in systems.items():
                 key = f"{q.id}@{sname}"
-                runs[key] = run_of([dia_of.get(m) for m, _ in order(dense, lexical, cfg, then)])
+                runs[key] = run_of([dia_of.get(m) for m, _ in order(dense, lexical, cfg, then, links)])
                 qrels[key] = dict.fromkeys(q.evidence, 1)
                 meta[key] = {"question_id": q.id, "conversation": conv.id, "fold": fold_of[conv.id],
                              "category": q.category, "category_name": q.category_name, "n_gold": len(q.evidence)}
             if rerank:
-                ids, x = feature_rerank.features(q.question, dense, lexical, speaker_of)
+                ids, x = feature_rerank.features(q.question, dense, lexical, speaker_of, then, links)
                 dias = [dia_of.get(m) for m in ids]
                 pool[q.id] = (dias, x, np.asarray([float(d in q.evidence) for d in dias]))
         mem.close()
@@ -200,7 +208,7 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
                        selection=f"mean turn {' then '.join(SELECT_BY)} on the other folds, main categories",
                        main_categories=sorted(main), rerank=rerank_fits,
                        candidates={c: {"fusion": cfg.fusion, "lexical_weight": cfg.lexical_weight, "rrf_k": cfg.rrf_k,
-                                       "time_scope": cfg.time_scope}
+                                       "time_scope": cfg.time_scope, "context_weight": cfg.context_weight}
                                    for c, cfg in CANDIDATES.items()})
     res.configs = configs
     return res

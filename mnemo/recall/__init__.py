@@ -6,7 +6,8 @@ is a pure function in one of this package's modules; `recall` only wires them to
 store and an embedder:
 
     candidates.py   reading the query as memories are written: resolve_self, query_vector, coverage
-    ranking.py      fuse (and the time scope: time_scope, in_time, fuse_scoped), score, veto, current_first
+    ranking.py      relevance: fuse, in_context (neighbours), the time scope (time_scope, in_time, fuse_scoped);
+                    score, veto, current_first
     packing.py      pack under the budget with per-kind quotas, make_room for history
     confidence.py   evidence_of, confidence: the score bands behind `mnemo.evidence`'s claims
     history.py      history_notes, shaken (held only while a changed fact did), expand, cite
@@ -35,9 +36,11 @@ from .ranking import (
     current_first,
     fuse,
     fuse_scoped,
+    in_context,
     in_time,
     prior,
     recency,
+    relevance,
     score,
     time_scope,
     veto,
@@ -45,8 +48,8 @@ from .ranking import (
 
 __all__ = ["CATEGORY_PRIOR", "EVIDENCE_COVERAGE", "EVIDENCE_DENSE", "FUSIONS", "KIND_PRIOR", "NOT_IN_RECORD",
            "NO_ROOM", "UNCERTAIN", "cite", "confidence", "coverage", "current_first", "evidence_of", "expand",
-           "fuse", "fuse_scoped", "history_notes", "in_time", "make_room", "pack", "prior", "query_vector",
-           "recall", "recency", "resolve_self", "score", "shaken", "time_scope", "veto"]
+           "fuse", "fuse_scoped", "history_notes", "in_context", "in_time", "make_room", "pack", "prior", "query_vector",
+           "recall", "recency", "relevance", "resolve_self", "score", "shaken", "time_scope", "veto"]
 
 NOT_IN_RECORD = "not in the record"
 NO_ROOM = "nothing relevant fits the budget"
@@ -60,7 +63,8 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
 
     The dense retriever always runs, because its cosine is half of the evidence
     behind the confidence; BM25 runs when it has weight. Only ids found by a
-    retriever with weight become candidates. On "unknown" nothing is packed: every
+    retriever with weight become candidates; their relevance is `ranking.relevance`
+    (the time scope, and the hits' `follows` neighbours when `context_weight` > 0). On "unknown" nothing is packed: every
     candidate is traced as "abstain" and the message says "not in the record" (or,
     when strong evidence was left out only by the budget, that nothing fits it).
     History shares the budget with the pack (`make_room`); touch runs once, on the pack.
@@ -76,13 +80,17 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     vector = query_vector(embedder, query, names)
     dense = store.search_dense(vector, cfg.candidates, user=user, filters=filters)
     lexical = store.search_lexical(query, cfg.candidates, user=user, filters=filters) if w > 0 else []
-    fused = fuse(dense, lexical, cfg)
     scope = time_scope(q, now, filters) if cfg.time_scope else None
+    then = None
     if scope is not None:
-        dense_in = store.search_dense(vector, cfg.candidates, user=user, filters=scope)
-        lexical_in = store.search_lexical(query, cfg.candidates, user=user, filters=scope) if w > 0 else []
-        fused = fuse_scoped(fused, fuse(dense_in, lexical_in, cfg), cfg)
-        dense, lexical = dense + dense_in, lexical + lexical_in
+        then = (store.search_dense(vector, cfg.candidates, user=user, filters=scope),
+                store.search_lexical(query, cfg.candidates, user=user, filters=scope) if w > 0 else [])
+    follows = []
+    if cfg.context_weight > 0:
+        follows = store.links(sorted({m for hits in (dense, lexical, *(then or ())) for m, _ in hits}), ("follows",))
+    fused = relevance(dense, lexical, cfg, then, follows)
+    if then is not None:
+        dense, lexical = dense + then[0], lexical + then[1]
     wanted = ([m for m, _ in dense] if w < 1 else []) + [m for m, _ in lexical]
     records = store.get_many(list(dict.fromkeys(wanted)))
     candidates = [m for m in records.values() if m.user == user]
@@ -152,7 +160,9 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         store.touch(used_ids, now)
     provenance = {
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
-        "fusion": cfg.fusion, "time_scope": [scope["since"].isoformat(), scope["until"].isoformat()] if scope else [], "evidence": "claims, then dense cosine + query coverage",
+        "fusion": cfg.fusion, "time_scope": [scope["since"].isoformat(), scope["until"].isoformat()] if scope else [],
+        "context": {"weight": cfg.context_weight, "links": len(follows)},
+        "evidence": "claims, then dense cosine + query coverage",
         "question": describe(q), "confidence_why": why, "evidence_top": round(top, 4),
         "about_asked": evidence.about_asked(q, pack_fits),
         "tokenizer": tokenizer or getattr(count_many, "name", None) or getattr(count_many, "__name__", "?"),

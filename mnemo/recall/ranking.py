@@ -5,7 +5,9 @@
     scored = current_first(scored)
 
 Pure functions of their arguments, no store: `mnemo.recall.recall` wires them to one. `time_scope`,
-`in_time` and `fuse_scoped` are the time scope (a question naming a time ranks what was said then first).
+`in_time` and `fuse_scoped` are the time scope (a question naming a time ranks what was said then first);
+`in_context` lets a memory share its neighbours' relevance (what was said just before and after it);
+`relevance` composes fuse, in_context and the time scope.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from .. import decay, evidence
 from ..clock import utc
 from ..config import DecayConfig, RecallConfig
 from ..errors import ConfigError
-from ..model import MemoryRecord, Scored, TraceEntry
+from ..model import Link, MemoryRecord, Scored, TraceEntry
 
 # Type priors: what a kind and a category are usually worth in a context window,
 # before relevance. The prior is KIND_PRIOR[kind] * CATEGORY_PRIOR[category]:
@@ -71,6 +73,8 @@ def fuse(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: 
     if cfg.fusion == "weighted_rank":
         # Only hits of a retriever with weight are ranked; the others keep relevance 0, as under RRF.
         weighted = {m for hits, weight in ((dense, 1.0 - w), (lexical, w)) if weight > 0 for m, _ in hits}
+        for entry in out.values():
+            entry["mix"] = entry["fused"]  # the weighted mix the rank replaces: what `in_context` raises
         ordered = sorted(-out[m]["fused"] for m in weighted)
         for mid in weighted:
             out[mid]["fused"] = (cfg.rrf_k + 1) / (cfg.rrf_k + bisect_left(ordered, -out[mid]["fused"]) + 1)
@@ -97,6 +101,64 @@ def fuse_scoped(fused: Mapping[str, dict], scoped: Mapping[str, dict], cfg: Reca
     out = {m: {**(fused.get(m) or scoped[m]), "fused": 0.0, "scoped": m in scoped} for m in {**fused, **scoped}}
     for rank, mid in enumerate(order, 1):
         out[mid]["fused"] = (cfg.rrf_k + 1) / (cfg.rrf_k + rank)
+    return out
+
+
+Hits = list[tuple[str, float]]
+
+
+def relevance(dense: Hits, lexical: Hits, cfg: RecallConfig, then: tuple[Hits, Hits] | None = None,
+              links: Iterable[Link] = ()) -> dict[str, dict]:
+    """Return each hit's fused relevance: `fuse`, each hit raised by its neighbours (`in_context`), time scope first.
+
+    `then` holds the same retrievers' hits among the memories said in the time the question
+    names (`time_scope`), None when it names none; `links` the `follows` links of the hits
+    (read only when `cfg.context_weight` is above 0). One definition for recall and the
+    benchmark runner.
+    """
+    links = list(links) if cfg.context_weight > 0 else []
+    fused = in_context(fuse(dense, lexical, cfg), links, cfg)
+    if cfg.time_scope and then is not None:
+        fused = fuse_scoped(fused, in_context(fuse(then[0], then[1], cfg), links, cfg), cfg)
+    return fused
+
+
+def in_context(fused: Mapping[str, dict], links: Iterable[Link], cfg: RecallConfig) -> dict[str, dict]:
+    """Return `fused` with each hit's relevance raised by `cfg.context_weight` times its best neighbour's.
+
+    A turn is read in its conversation: "What does Caroline do?" matches the question turn
+    ("what do you do?") as well as the answer after it ("I just started at the shelter"),
+    and each lends the other relevance. Neighbours are the memories a `follows` link joins
+    (said right after one another in one session); a neighbour that no retriever found
+    lends nothing. What is raised is the retrievers' mix before ranking (`mix`: under
+    "weighted_rank" the rank scale's gaps are too even to weigh a neighbour against).
+    The raised values decide the order; "weighted_rank" keeps its rank scale,
+    (k + 1) / (k + rank), and the other fusions are scaled back to their best relevance. The time scope's `scoped` flag and the retrievers' scores are kept.
+    A weight of 0, or no links, returns `fused` unchanged.
+    """
+    beta = cfg.context_weight
+    near: dict[str, set[str]] = {}
+    for link in links:
+        if link.kind == "follows" and link.src != link.dst:
+            near.setdefault(link.src, set()).add(link.dst)
+            near.setdefault(link.dst, set()).add(link.src)
+    if beta <= 0 or not near:
+        return dict(fused)
+    mix = {m: e.get("mix", e["fused"]) for m, e in fused.items() if e["fused"] > 0}
+    raised = {m: v + beta * max((mix[n] for n in near.get(m, ()) if n in mix), default=0.0) for m, v in mix.items()}
+    out = {m: dict(e) for m, e in fused.items()}
+    if not raised:
+        return out
+    if cfg.fusion == "weighted_rank":
+        ordered = sorted(-v for v in raised.values())
+        for mid, value in raised.items():  # competition ranking, as `fuse`: ties share the better rank
+            out[mid]["fused"] = (cfg.rrf_k + 1) / (cfg.rrf_k + bisect_left(ordered, -value) + 1)
+    else:
+        scale = max(mix.values()) / max(raised.values())
+        for mid, value in raised.items():
+            out[mid]["fused"] = value * scale
+    for mid, value in raised.items():
+        out[mid]["mix"] = value
     return out
 
 
