@@ -249,7 +249,7 @@ def simulate_cmd(seed: int = typer.Option(0, help="Seed: fixes personas, schedul
 def data_download(name: str = typer.Argument(..., help="locomo | realtalk | beam | mquake_hard | meme | prefeval | longmemeval"),
                   dest: Path = typer.Option(Path("data/external"), help="Folder to write into (then set MNEMO_DATA_DIR).")) -> None:
     """Download a benchmark's original files from upstream at pinned commits, checking sha256."""
-    from .eval.download import download
+    from .eval.datasets.download import download
 
     for path in download(name, dest):
         console.print(str(path))
@@ -493,7 +493,7 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
     """Run scenarios or a real benchmark with a recipe and a model mode; print a table, write results.json + Parquet."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .eval.bench import narrow, run_eval, summary
+    from .eval.bench.runner import narrow, run_eval, summary
 
     options: dict[str, Any] = {}
     if folds:

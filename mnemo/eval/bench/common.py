@@ -1,12 +1,12 @@
-"""Real-benchmark runners: LoCoMo and REALTALK retrieval, BEAM, MQuAKE-hard, PrefEval and MEME through mnemo.
+"""What every benchmark runner shares: the `Bench` machinery, recall's ranking, grouping, and the registry.
 
-    res = run_benchmark("locomo", recipes=["dense", "bm25", "hybrid"], limit=2)
-    res.rows, res.aggregates              # one row per question and recipe; means by group
-    write_results(out, benchmark=res.name, rows=res.rows, ...)   # see mnemo.eval.harness
+    @register("locomo")                      # a benchmark module lists its runner by name
+    def run_locomo(recipes, **kw) -> BenchResult: ...
+    RUNNERS["locomo"](("dense",), limit=2)   # what `runner.run_benchmark` looks up
 
 Data comes from the loaders of `mnemo.eval.datasets` ($MNEMO_DATA_DIR). Every runner builds its
 stores from the data alone, asks every question, and keeps a row for each (a question the runner
-fails on is a row with its error, scored 0). Metric definitions are in `mnemo.eval.metrics`;
+fails on is a row with its error, scored 0: `guard`). Metric definitions are in `mnemo.eval.metrics`;
 what each runner feeds them is in its docstring.
 
 Questions are independent, as in the benchmarks' own protocols: the stores here do not record
@@ -17,16 +17,13 @@ one store (they differ only in how they recall), so the data is written once per
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -34,7 +31,7 @@ from mnemo import recall as recall_stage
 from mnemo.clock import SimulatedClock, utc
 from mnemo.config import Config, RecallConfig, recipe
 from mnemo.errors import ConfigError
-from mnemo.eval import datasets, metrics
+from mnemo.eval import datasets
 from mnemo.extract.questions import ask
 from mnemo.memory import Memory
 from mnemo.model import MemoryRecord
@@ -44,6 +41,23 @@ from mnemo.store import DuckDBStore as Store
 Progress = Callable[[int, int, str], None]
 BUDGETS = (256, 512, 1024, 2048)
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+Runner = TypeVar("Runner", bound=Callable[..., Any])
+Table = Callable[[dict[str, dict[str, float]]], tuple[list[str], list[list[str]]]]
+
+# The benchmarks by name, in the order their modules register (the order `mnemo eval` lists them).
+RUNNERS: dict[str, Callable[..., BenchResult]] = {}
+# Benchmarks whose summary table is their own (the others show `runner.SUMMARY_COLUMNS`).
+TABLES: dict[str, Table] = {}
+
+
+def register(name: str, registry: dict[str, Any] = RUNNERS) -> Callable[[Runner], Runner]:
+    """Return a decorator that lists a function under `name` in `registry` (RUNNERS, or TABLES for a summary)."""
+    def add(fn: Runner) -> Runner:
+        if name in registry:
+            raise ConfigError(f"benchmark {name!r} is registered twice")
+        registry[name] = fn
+        return fn
+    return add
 
 
 class BenchStore(Store):
@@ -223,7 +237,7 @@ def run_of(dias: Sequence[str | None]) -> dict[str, float]:
     return run
 
 
-def _means(rows: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, float]:
+def means(rows: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, float]:
     """Return the mean of each key over the rows where it is a number (not NaN); 'n' is the row count."""
     out: dict[str, float] = {"n": float(len(rows))}
     for k in keys:
@@ -232,14 +246,14 @@ def _means(rows: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, float]:
     return out
 
 
-def _group(rows: list[dict[str, Any]], keys: Sequence[str], by: Callable[[dict[str, Any]], list[str]]
+def group_means(rows: list[dict[str, Any]], keys: Sequence[str], by: Callable[[dict[str, Any]], list[str]]
            ) -> dict[str, dict[str, float]]:
     """Return means of `keys` per group; `by(row)` names every group a row belongs to."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         for g in by(r):
             groups.setdefault(g, []).append(r)
-    return {g: _means(rs, keys) for g, rs in groups.items()}
+    return {g: means(rs, keys) for g, rs in groups.items()}
 
 
 def _session_time(session: datasets.Session, previous: datetime) -> datetime:
@@ -279,225 +293,11 @@ def add_turns(writer: Any, conv: datasets.Conversation, times: Sequence[datetime
     return dia_of
 
 
-# LoCoMo and REALTALK: turn- and session-level retrieval, budgeted recall ----------------------
-
-DIALOG_KEYS = ("R@5", "R@10", "nDCG@10", "RR", "S_R@5", "S_R@10", "S_nDCG@10", "recall_any@10", "recall_all@10")
-
-
-def run_dialog(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid"), *, limit: int | None = None,
-               embedder: Any = "minilm", llm: Any = "offline", budgets: Sequence[int] = BUDGETS,
-               progress: Progress | None = None) -> BenchResult:
-    """Return turn- and session-level retrieval and budgeted recall on LoCoMo or REALTALK, by category.
-
-    Every turn of both speakers is stored as an episodic memory with meta {"dia_id"} (bulk
-    `add_many`, one store per conversation, the session's date as its time). Per question and
-    recipe, the ranking is `ranking` (recall's fused candidates); ir-measures gives R@5, R@10,
-    nDCG@10 and RR against the cleaned evidence turns, and again over sessions (S_*, the turn
-    ranking collapsed to sessions in order of first appearance, gold = the evidence's sessions).
-    recall_any/all@10 are LongMemEval's (`metrics.retrieval_scores`). Budgeted recall: for each
-    budget B, `Memory.recall` with budget B; cover@B = the share of evidence turns among the packed
-    memories, tokens@B = tokens used (0 when recall abstains). Aggregates: "main" (categories 1-4),
-    and each category (LoCoMo 5 = adversarial, reported apart). Questions without usable evidence
-    are dropped by the loader and counted in params["dropped"].
-    """
-    ds = datasets.load(name)
-    convs = ds.conversations[:limit] if limit else ds.conversations
-    bench = Bench(recipes, embedder, llm)
-    rows, runs, qrels, sruns, sqrels, corpora = [], {}, {}, {}, {}, {}
-    for ci, conv in enumerate(convs):
-        qs = [q for q in ds.questions if q.conversation_id == conv.id]
-        turns = conv.turns
-        corpus = [t.dia_id for t in turns]
-        vecs = bench.emb.embed([t.document for t in turns])
-        times = session_times(conv)
-        mems = bench.open(max(times) + timedelta(days=1))
-        dia_of: dict[str, str] = {}
-        for w in bench.writers(mems):
-            dia_of.update(add_turns(w, conv, times, vecs))
-        qvecs = bench.emb.embed([q.question for q in qs]) if qs else []
-        for rname, mem in mems.items():
-            for q, qv in zip(qs, qvecs, strict=True):
-                key = f"{q.id}@{rname}"
-                row = {"qid": key, "question_id": q.id, "conversation": conv.id, "recipe": rname,
-                       "category": q.category, "category_name": q.category_name, "n_gold": len(q.evidence),
-                       "error": None}
-                ranked = [dia_of.get(m) for m, _ in ranking(mem, q.question, user=conv.id, qvec=qv)]
-                runs[key], qrels[key] = run_of(ranked), dict.fromkeys(q.evidence, 1)
-                sessions = [metrics.locomo_session(d) for d in ranked if d]
-                sruns[key] = run_of(sessions)
-                sqrels[key] = dict.fromkeys((metrics.locomo_session(e) for e in q.evidence), 1)
-                corpora[key] = corpus
-                for b in budgets:
-                    r = mem.recall(q.question, user=conv.id, budget_tokens=b)
-                    got = {bench.dia(p.memory) for p in r.memories}
-                    row[f"cover@{b}"] = len(got & set(q.evidence)) / len(q.evidence)
-                    row[f"tokens@{b}"] = float(r.tokens_used)
-                    row[f"abstained@{b}"] = float(r.confidence == "unknown")
-                rows.append(row)
-        Bench.close(mems)
-        if progress:
-            progress(ci + 1, len(convs), conv.id)
-    _score_dialog(rows, runs, qrels, sruns, sqrels, corpora)
-    budget_keys = [f"{k}@{b}" for b in budgets for k in ("cover", "tokens", "abstained")]
-    keys = list(DIALOG_KEYS) + budget_keys
-    main = {1, 2, 3, 4} if name == "locomo" else {1, 2, 3}
-    aggregates = _group(rows, keys, lambda r: [f"{r['recipe']} | main"] * (r["category"] in main)
-                        + [f"{r['recipe']} | cat {r['category']} {r['category_name']}"])
-    return bench.result(name, rows, aggregates, ds, limit=limit, budgets=list(budgets),
-                        main_categories=sorted(main))
-
-
-def _score_dialog(rows: list[dict[str, Any]], runs: dict, qrels: dict, sruns: dict, sqrels: dict,
-                  corpora: dict) -> None:
-    """Fill each row's ranking metrics: ir-measures at turn and session level, LongMemEval recall_any/all."""
-    if not rows:
-        return
-    by_key = {r["qid"]: r for r in rows}
-    turn_rows, _ = metrics.ranking_metrics(runs, qrels, ks=(5, 10))
-    sess_rows, _ = metrics.ranking_metrics(sruns, sqrels, ks=(5, 10))
-    for tr in turn_rows:
-        by_key[tr["qid"]].update({k: tr[k] for k in ("R@5", "R@10", "nDCG@10", "RR")})
-        by_key[tr["qid"]]["error"] = tr["error"]
-    for sr in sess_rows:
-        by_key[sr["qid"]].update({f"S_{k}": sr[k] for k in ("R@5", "R@10", "nDCG@10")})
-    ranked = {k: list(v) for k, v in runs.items()}
-    lme_rows, _ = metrics.retrieval_scores(ranked, {k: list(v) for k, v in qrels.items()}, ks=(10,),
-                                           corpora=corpora)
-    for lr in lme_rows:
-        by_key[lr["qid"]].update({"recall_any@10": lr["recall_any@10"], "recall_all@10": lr["recall_all@10"]})
-
-
-def run_locomo(recipes: Sequence[str] = ("dense", "bm25", "hybrid"), **kw: Any) -> BenchResult:
-    """Return LoCoMo retrieval (see `run_dialog`); `limit` counts conversations."""
-    return run_dialog("locomo", recipes, **kw)
-
-
-def run_realtalk(recipes: Sequence[str] = ("dense", "bm25", "hybrid"), **kw: Any) -> BenchResult:
-    """Return REALTALK retrieval of evidence turns (see `run_dialog`); `limit` counts chats."""
-    return run_dialog("realtalk", recipes, **kw)
-
-
-BENCHMARKS = ("locomo", "realtalk", "beam", "mquake", "prefeval", "meme", "writes")
-# Retrieval benchmarks compare the retrievers; the others run the default write + recall path.
-DEFAULT_RECIPES = {"locomo": ("dense", "bm25", "hybrid"), "realtalk": ("dense", "bm25", "hybrid")}
-# With --folds: the fixed recipes reported beside the fold-selected one (hybrid is the old default).
-FOLD_RECIPES = ("dense", "bm25", "hybrid", "default")
-
-
-def run_benchmark(name: str, recipes: Sequence[str] | None = None, **kwargs: Any) -> BenchResult:
-    """Return the result of benchmark `name` (one of BENCHMARKS) under `recipes` (its defaults when None).
-
-    Keyword arguments go to the runner: limit, embedder, llm, progress, and the runner's own
-    (budgets for locomo / realtalk; budget; write for mquake; form and inter_turns for prefeval; budget for
-    meme, whose one episode is a development check, never a score: see `bench_meme`; split for
-    writes, the write-path benchmark of `bench_writes`).
-    """
-    from mnemo.eval import bench_meme, bench_updates, bench_writes
-
-    runners: dict[str, Callable[..., BenchResult]] = {
-        "locomo": run_locomo, "realtalk": run_realtalk, "beam": bench_updates.run_beam,
-        "mquake": bench_updates.run_mquake, "prefeval": bench_updates.run_prefeval, "meme": bench_meme.run_meme,
-        "writes": bench_writes.run_writes,
-    }
-    if name not in runners:
-        raise ConfigError(f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)} (or scenarios)")
-    return runners[name](tuple(recipes or DEFAULT_RECIPES.get(name, ("default",))), **kwargs)
-
-
-# One entry point for `mnemo eval` ------------------------------------------------------------
-
-# The columns a summary table shows per benchmark (results.json keeps every metric).
-SUMMARY_COLUMNS = {
-    "scenarios": ["probes", "pass_rate", "context_recall", "stale", "forgetting_precision", "forgetting_recall",
-                  "collateral", "abstention_correct", "tokens", "RR", "errors"],
-    "dialog": ["n", "R@5", "R@10", "R@10_sd", "nDCG@10", "nDCG@10_sd", "S_R@5", "S_R@10", "S_nDCG@10",
-               "cover@256", "cover@512", "cover@1024", "cover@2048", "tokens@512", "tokens@2048"],
-    "beam": ["n", "current", "stale", "superseded_shown", "both_surfaced", "abstained", "evidence_recall", "tokens"],
-    "mquake": ["n", "current_top1", "current_packed", "stale", "chain_recall", "stale_shown", "cascade_ok", "tokens"],
-    "prefeval": ["n", "R@5", "R@10", "RR", "pref_packed", "abstained", "tokens"],
-    "meme": ["n", "passed", "real_pass", "context_recall", "leaked", "stale", "abstained", "items", "tokens"],
-}
-
-
-_SHORT_SYSTEMS = {"no_memory": "none", "full_history": "full", "recent_only": "recent", "naive_rag": "rag"}
-_SHORT_METRICS = {"pass_rate": "pass rate", "context_recall": "ctx recall", "forgetting_precision": "forget prec",
-                  "forgetting_recall": "forget rec", "abstention_correct": "abstain ok"}
-_COUNTS = frozenset({"n", "probes", "errors"})  # columns that count things: shown whole, never "4.000"
-
-
-def summary(benchmark: str, aggregates: dict[str, dict[str, float]]) -> tuple[list[str], list[list[str]]]:
-    """Return (header, rows) of a summary table: one row per aggregate group, the benchmark's main columns."""
-    if benchmark == "writes":
-        from mnemo.eval.bench_writes import summary as writes_summary
-
-        return writes_summary(aggregates)
-    wanted = SUMMARY_COLUMNS["dialog" if benchmark in ("locomo", "realtalk") else benchmark]
-    present = [c for c in wanted if any(c in a for a in aggregates.values())]
-
-    def cell(column: str, v: Any) -> str:
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            return "-"
-        whole = isinstance(v, float) and v == int(v) and (abs(v) >= 10 or column in _COUNTS)
-        return f"{v:.0f}" if whole else f"{v:.3f}"
-
-    return ["group", *present], [[g, *(cell(c, a.get(c)) for c in present)] for g, a in aggregates.items()]
-
-
-def narrow(header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
-    """Return a summary table turned for a terminal: metrics down, groups across, short names.
-
-    Five systems and eleven scenario metrics read at 80 columns this way.
-    """
-    groups = [_SHORT_SYSTEMS.get(r[0], r[0]) for r in rows]
-    return ["metric", *groups], [[_SHORT_METRICS.get(c, c), *(r[k + 1] for r in rows)]
-                                 for k, c in enumerate(header[1:])]
-
-
-def run_eval(benchmark: str, *, recipes: Sequence[str] | None = None, llm: str = "offline",
-             embedder: str | None = None, out: str | Path | None = None, limit: int | None = None,
-             scenario_dir: str | Path | None = None, baselines: bool = True, progress: Progress | None = None,
-             **options: Any) -> tuple[dict[str, dict[str, float]], Path, Path]:
-    """Run `benchmark` ("scenarios" or one of BENCHMARKS), write its results, return (aggregates, paths).
-
-    Scenarios run through `run_scenarios` (the recipes plus, with `baselines`, the four baselines);
-    the real benchmarks through `run_benchmark` with `options` (budgets, budget, write, form,
-    inter_turns), or, for locomo / realtalk with `folds`, through `folds.run_folds` (out-of-fold
-    selection). Results go to `out` (default experiments/runs/eval/<benchmark>).
-    """
-    from mnemo.eval.baselines import BASELINES
-    from mnemo.eval.harness import run_scenarios, write_results
-    from mnemo.eval.scenarios import load_scenarios
-
-    started = time.time()
-    folder = Path(out) if out else Path("experiments/runs/eval") / benchmark
-    if benchmark == "scenarios":
-        names = list(recipes or ["default"])
-        scenarios = load_scenarios(scenario_dir)[:limit] if limit else load_scenarios(scenario_dir)
-        rows, aggregates, provenance = run_scenarios(
-            scenarios, names, BASELINES if baselines else (), embedder=embedder or "auto", llm=llm, progress=progress)
-        checksums = {f"scenarios/{Path(s.path).name}": _sha256(Path(s.path)) for s in scenarios if s.path}
-        paths = write_results(folder, benchmark="scenarios", rows=rows, aggregates=aggregates,
-                              configs={n: recipe(n) for n in names}, provenance=provenance, checksums=checksums,
-                              params={"llm": llm, "embedder": embedder or "auto", "limit": limit}, started=started)
-        return aggregates, *paths
-    if options.get("folds"):
-        if benchmark not in ("locomo", "realtalk"):
-            raise ConfigError(f"--folds applies to locomo and realtalk, not {benchmark}")
-        from mnemo.eval.folds import run_folds
-
-        res = run_folds(benchmark, tuple(recipes or FOLD_RECIPES), folds=options["folds"], limit=limit,
-                        embedder=embedder or "minilm", llm=llm, rerank=bool(options.get("rerank")),
-                        progress=progress)
-    else:
-        options.pop("folds", None)
-        options.pop("rerank", None)
-        res = run_benchmark(benchmark, recipes, limit=limit, embedder=embedder or "minilm", llm=llm,
-                            progress=progress, **options)
-    paths = write_results(folder, benchmark=res.name, rows=res.rows, aggregates=res.aggregates, configs=res.configs,
-                          provenance=res.provenance, checksums=res.checksums,
-                          params={"llm": llm, **res.params}, started=started)
-    return res.aggregates, *paths
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def guard(row: dict[str, Any], worst: dict[str, float], score: Callable[[], dict[str, Any]]) -> None:
+    """Fill `row` from `score()`; if it raises, fill the worst values and keep the error (a failure is a row)."""
+    try:
+        row.update(score())
+    # A runner boundary: one failing question must become a row, not end the run or vanish from the means.
+    except Exception as exc:  # noqa: BLE001
+        row.update(worst)
+        row["error"] = f"{type(exc).__name__}: {exc}"
