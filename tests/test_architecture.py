@@ -6,8 +6,9 @@
 - No module passes MAX_LINES.
 - No mnemo module imports another module's private (underscore) names.
 
-Every rule lists today's exceptions by name with the reason each stands. An exception that
-no longer holds fails too, so a list only shrinks: remove the entry when its reason goes.
+The engine rule lists today's exceptions by name with the reason each stands (the other rules
+have none left). An exception that no longer holds fails too, so a list only shrinks: remove the
+entry when its reason goes.
 Imports inside functions count (a lazy import still ties two modules); imports under
 `if TYPE_CHECKING:` do not (they never run).
 """
@@ -30,10 +31,6 @@ ENGINE_EXCEPTIONS = {
                        "engine over result files, not the memory store",
     "mnemo/eval/trust_eval.py": "builds a throwaway DuckDB system of record for SQLTool in the trust evaluation "
                                 "(the research wing; owned by the eval restructuring, issue #19)",
-}
-# Modules over MAX_LINES today, and why they are not split here.
-SIZE_EXCEPTIONS = {
-    "mnemo/cli.py": "one command per function; splits with the eval command's move (issue #19, eval restructuring)",
 }
 
 
@@ -168,8 +165,7 @@ def test_no_two_modules_import_each_other_in_a_loop():
 
 def test_no_module_passes_the_size_limit():
     found = {rel for rel, path in _modules().items() if len(path.read_text().splitlines()) > MAX_LINES}
-    assert sorted(found - set(SIZE_EXCEPTIONS)) == [], f"split these by responsibility (over {MAX_LINES} lines)"
-    assert sorted(set(SIZE_EXCEPTIONS) - found) == [], "these are back under the limit: drop their exception"
+    assert sorted(found) == [], f"split these by responsibility (over {MAX_LINES} lines)"
 
 
 def test_no_module_imports_another_modules_private_names():
