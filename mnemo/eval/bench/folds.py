@@ -13,8 +13,8 @@ fold. `selected` is that procedure: its rows are each question scored by the can
 chose, so its mean is an out-of-fold figure. The fixed recipes asked for are scored on every fold too.
 
 Only fusion settings differ between candidates, so each question is retrieved once (dense and BM25
-hits, as recall retrieves them: `bench.common.hits`) and ranked under every candidate (`bench.common.order`, the
-ordering `bench.common.ranking` and recall use). Metrics are ir-measures' (`metrics.ranking_metrics`).
+hits, as recall retrieves them: `common.hits`) and ranked under every candidate (`common.order`,
+the ordering `common.ranking` and recall use). Metrics are ir-measures' (`metrics.ranking_metrics`).
 """
 
 from __future__ import annotations
