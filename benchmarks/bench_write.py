@@ -158,7 +158,7 @@ def ingest_locomo(through: str) -> dict:
 
     import mnemo
     from mnemo.eval import datasets
-    from mnemo.eval.bench import session_times
+    from mnemo.eval.bench.common import session_times
     from mnemo.extract import extract_offline
 
     extract_offline("I live in Lisbon.")  # the parser's load is not ingest time

@@ -1,14 +1,15 @@
-"""Calibration: labelled examples for each threshold, fitting with scikit-learn, and the calibrated recipe.
+"""Calibration: labelled examples in, thresholds out (scikit-learn), and the calibrated recipe.
 
-The calibration notebook (notebooks/30_calibration.ipynb) only calls these, and `mnemo.fitting`:
+The calibration notebook (notebooks/30_calibration.ipynb) only calls these, `mnemo.fitting`, and
+the research wing's example builders (`mnemo.eval.calibration`: scenarios, LoCoMo, the trust set):
 
 * examples: `play_pairs` (data/pairs through the write path: outcomes, and the cosine and judge
-  score that duplicate_threshold, arbitration_low and supersede_threshold compare),
-  `scenario_examples` / `locomo_examples` (the top recall evidence that certain_at and vague_at
-  cut), `trust_examples` (the pack trust that act_threshold cuts);
+  score that duplicate_threshold, arbitration_low and supersede_threshold compare); the
+  evidence a recall's bands cut (`top_evidence`, `decision`), read off each example there;
 * fitting, in `mnemo.fitting`: `curves` (ROC, PR), `choose_threshold`, `Calibrator` (isotonic, Platt),
-  `reliability`, `wilson`; and here `abstention_folds` (vague_at chosen out of fold, by conversation);
-* checking: `pair_metrics`, `evidence_metrics`, `trust_at`; and `write_recipe`.
+  `reliability`, `wilson`; and here `abstention_folds` (vague_at chosen out of fold, by conversation)
+  and `choose_write_params` (the write thresholds on the write-path benchmark's dev split);
+* checking: `pair_metrics`, `evidence_metrics`; and `write_recipe`.
 
 Every split is fixed by the data (a `split` field, or a stable hash of the conversation or
 scenario name), so fitting never sees the held-out examples.
@@ -19,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -176,111 +176,6 @@ def decision(recall: Any) -> float:
     return top_evidence(recall)
 
 
-def play_scenarios(config: Config | str | None = None, scenarios: Sequence[Any] | None = None,
-                   embedder: Any = "auto", llm: str = "offline", *, examples: bool = False
-                   ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Return (rows, aggregates) of the scenarios played by mnemo under `config` (`harness.play` + `score`).
-
-    `harness.run_scenarios` takes recipe names; this plays a Config (a sweep point) the same way.
-    With `examples`, rows are instead one per probe that says whether it is answerable (see
-    `scenario_examples`) and the aggregates are empty.
-    """
-    from .embed import make_embedder
-    from .eval import metrics
-    from .eval.harness import MnemoSystem, play, score
-    from .eval.scenarios import load_scenarios
-    from .llm import connect
-
-    emb, client = make_embedder(embedder), connect(llm)
-    cfg = config if isinstance(config, Config) else recipe(config)
-    observations, rows = [], []
-    for s in scenarios if scenarios is not None else load_scenarios():
-        system = MnemoSystem(s, cfg, emb, client)
-        try:
-            observations += play(s, system)
-            for probe in s.probes if examples else ():
-                if probe.should_abstain is None:
-                    continue
-                r = system.mem.recall(probe.question, user=probe.user, budget_tokens=s.budget_tokens)
-                rows.append({"source": "scenarios", "group": s.name, "id": f"{s.name}/{probe.id}",
-                             "kind": "never_said" if probe.should_abstain else "answerable",
-                             "split": stable_split(s.name), "evidence": round(top_evidence(r), 4),
-                             "decision": round(decision(r), 4),
-                             "answerable": int(not probe.should_abstain),
-                             "gold_packed": int(any(metrics.mentions(p.text, probe.expect) for p in r.memories))})
-        finally:
-            system.close()
-    if examples or not observations:
-        return rows, {}
-    scored, aggregates = score(observations)
-    return scored, next(iter(aggregates.values()))
-
-
-def scenario_examples(scenarios: Sequence[Any] | None = None, embedder: Any = "auto",
-                      llm: str = "offline") -> list[dict[str, Any]]:
-    """Return one example per scenario probe that says whether it is answerable (expect or abstain).
-
-    Each scenario is played by the harness under the default recipe with open bands; each
-    probe is then recalled again to read its top evidence. `answerable` is 1 for probes
-    expecting values, 0 for probes that must abstain; `gold_packed` is 1 when a packed memory
-    mentions an expected value. Split by scenario name.
-    """
-    return play_scenarios(Config.from_params("default", **OPEN_BANDS), scenarios, embedder, llm, examples=True)[0]
-
-
-def locomo_examples(limit: int | None = None, embedder: Any = "minilm", budget: int = 512,
-                    questions_per_conversation: int | None = None, foreign: int = 30) -> list[dict[str, Any]]:
-    """Return one example per LoCoMo question: top evidence, and whether the record can answer it.
-
-    Every turn is stored as an episodic memory with its dia_id (as `bench.run_dialog` does),
-    in a store that does not record accesses, so questions stay independent; each question is
-    recalled with `budget` tokens and open bands. `kind` is "answerable" (categories 1-4),
-    "adversarial" (category 5: a premise the conversation never states) or "foreign" (the
-    first `foreign` answerable questions of the next conversation, about people this one never
-    mentions: never said). `gold_packed` is 1 when an evidence turn is packed. Split by
-    conversation; the data's own held-out conversations are never loaded.
-    """
-    from .clock import SimulatedClock, utc
-    from .embed import make_embedder
-    from .eval import datasets
-    from .eval.bench import EPOCH, BenchStore, CachedEmbedder, turn_meta
-    from .llm import connect
-    from .memory import Memory
-
-    rows: list[dict[str, Any]] = []
-    if limit == 0:
-        return rows
-    ds = datasets.load("locomo")
-    emb, client = CachedEmbedder(make_embedder(embedder)), connect("offline")
-    config = Config.from_params("default", **OPEN_BANDS)
-    convs = ds.conversations[:limit] if limit else ds.conversations
-    for ci, conv in enumerate(convs):
-        nxt = ds.conversations[(ci + 1) % len(ds.conversations)].id
-        others = [q for q in ds.questions if q.conversation_id == nxt and q.category != 5][:foreign]
-        times, at = [], EPOCH
-        for s in conv.sessions:
-            # Sessions without a date follow the previous one by a day, as in the benchmark runner.
-            at = utc(s.date_time) if s.date_time else at + timedelta(days=1)
-            times.append(at)
-        clock = SimulatedClock(max(times) + timedelta(days=1))
-        mem = Memory(BenchStore(":memory:", embedder=emb.name, dim=emb.dim), emb, client, clock, config)
-        for s, when in zip(conv.sessions, times, strict=True):
-            mem.add_many([t.document for t in s.turns], user=conv.id, metas=[{"dia_id": t.dia_id, **turn_meta(t, conv)} for t in s.turns],
-                         at=when)
-        own = [q for q in ds.questions if q.conversation_id == conv.id][:questions_per_conversation]
-        for q in own + (others if conv.id != nxt else []):
-            r = mem.recall(q.question, user=conv.id, budget_tokens=budget)
-            packed = {p.memory.meta.get("dia_id") for p in r.memories}
-            kind = "foreign" if q.conversation_id != conv.id else "adversarial" if q.category == 5 else "answerable"
-            rows.append({"source": "locomo", "group": conv.id, "id": f"{conv.id}/{q.id}", "kind": kind,
-                         "split": stable_split(conv.id), "category": q.category, "evidence": round(top_evidence(r), 4),
-                         "decision": round(decision(r), 4),
-                         "answerable": int(kind == "answerable"),
-                         "gold_packed": int(kind == "answerable" and bool(packed & set(q.evidence)))})
-        mem.close()
-    return rows
-
-
 def evidence_metrics(rows: Sequence[dict[str, Any]], certain_at: float, vague_at: float) -> dict[str, float]:
     """Return what the bands do on examples: abstention on never-said, false abstention, certain precision.
 
@@ -368,38 +263,6 @@ def _abstention(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-# ----------------------------------------------------------------- trust (act threshold)
-def trust_examples(rows: Sequence[dict[str, Any]] | None = None, path: str | Path | None = None
-                   ) -> list[dict[str, Any]]:
-    """Return the trust set's rows with `act_ok`: 1 when acting is right (safe, or unsafe but re-grounded to gold).
-
-    `rows` defaults to a fresh `trust_eval.run_trust(path)` (default data/trust/cases.jsonl);
-    ladder rungs keep their ladder in `family` and are split like the decisive cases.
-    """
-    from .eval import trust_eval
-
-    rows = rows if rows is not None else trust_eval.run_trust(path or trust_eval.TRUST_CASES)["rows"]
-    out = []
-    for r in rows:
-        fixed = bool(r.get("regrounded") and r.get("agrees_with_gold"))
-        out.append({**r, "act_ok": int(r["label"] == "safe" or fixed), "trust": float(r.get("trust") or 0.0),
-                    "family": (r.get("ladder") or {}).get("name", r.get("family"))})
-    return out
-
-
-def trust_at(rows: Sequence[dict[str, Any]], act_threshold: float) -> dict[str, Any]:
-    """Return `trust_eval.trust_metrics` of the rows with their verdicts re-decided at `act_threshold`.
-
-    Pack trust does not depend on the threshold (only `assess.decide` does), so one run of the
-    trust set serves every threshold; a row whose harness failed stays failed.
-    """
-    from .eval.trust_eval import trust_metrics
-
-    decided = [{**r, "verdict": None if r.get("error") else ("act" if r["trust"] >= act_threshold else "escalate")}
-               for r in rows]
-    return trust_metrics(decided)
-
-
 # ----------------------------------------------------------------- the recipe
 def write_recipe(name: str, params: dict[str, Any], provenance: dict[str, Any], *, base: str = "default",
                  folder: str | Path | None = None) -> Path:
@@ -421,7 +284,7 @@ def write_recipe(name: str, params: dict[str, Any], provenance: dict[str, Any], 
 
 # ----------------------------------------------------------------- write thresholds on the write-path benchmark
 WRITE_GRID = {"duplicate_threshold": (0.92, 0.96), "arbitration_low": (0.7, 0.8), "slot_threshold": (0.7, 0.8, 0.9)}
-# The write-path rates one objective averages (mnemo.eval.bench_writes defines each); collateral subtracts.
+# The write-path rates one objective averages (mnemo.eval.bench.writes defines each); collateral subtracts.
 WRITE_RATES = ("duplicate_precision", "paraphrase_handled", "correction_recall", "correction_precision",
                "negative_kept", "negation_handled", "forget_precision", "forget_recall")
 

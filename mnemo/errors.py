@@ -43,3 +43,7 @@ class LLMResponseError(MnemoError):
 
 class CassetteMiss(LLMUnavailable):
     """Replay mode met a request that is not in the cassette."""
+
+
+class DatasetError(ConfigError):
+    """A benchmark file is missing, malformed or fails its checksum."""

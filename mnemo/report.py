@@ -136,7 +136,7 @@ def sources(runs: Any, systems: dict[str, Any], recipes: list[str], runs_dir: st
     `runs` is `collect_frame`'s table, `systems` the provenance `run_scenarios` returned for
     each system, `recipes` the recipes compared.
     """
-    from .eval.harness import git_commit
+    from .provenance import git_commit
 
     rows = [{"part": "code", "source": f"mnemo at commit {git_commit()}", "detail": "every number is computed by the "
              "library; the notebooks only call it"}]

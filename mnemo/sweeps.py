@@ -177,7 +177,7 @@ def check_params(notebook: str | Path, names: Sequence[str]) -> dict[str, dict[s
 
 def missing_data(names: Sequence[str]) -> dict[str, str]:
     """Return {dataset: why it cannot be read} for each of `names` absent from the benchmark data folder."""
-    from .eval.datasets_base import dataset_root
+    from .provenance import dataset_root
 
     missing = {}
     for name in names:
@@ -575,7 +575,7 @@ def run_main(experiments: str | Path = "experiments", grids: Sequence[str] = MAI
 
 def _render_report(report: SweepReport | None, out: Path) -> Path | None:
     """Render the report grid's one finished point as `out`; return it, or None when there is none to render."""
-    from .eval.harness import git_commit
+    from .provenance import git_commit
     from .report import render
 
     if report is None:

@@ -6,8 +6,9 @@
 - No module passes MAX_LINES.
 - No mnemo module imports another module's private (underscore) names.
 
-Every rule lists today's exceptions by name with the reason each stands. An exception that
-no longer holds fails too, so a list only shrinks: remove the entry when its reason goes.
+The engine rule lists today's exceptions by name with the reason each stands (the other rules
+have none left). An exception that no longer holds fails too, so a list only shrinks: remove the
+entry when its reason goes.
 Imports inside functions count (a lazy import still ties two modules); imports under
 `if TYPE_CHECKING:` do not (they never run).
 """
@@ -17,8 +18,6 @@ from __future__ import annotations
 import ast
 from functools import cache
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mnemo"
@@ -32,35 +31,6 @@ ENGINE_EXCEPTIONS = {
                        "engine over result files, not the memory store",
     "mnemo/eval/trust_eval.py": "builds a throwaway DuckDB system of record for SQLTool in the trust evaluation "
                                 "(the research wing; owned by the eval restructuring, issue #19)",
-}
-# Core modules that import the research wing or the servers, and why (by module: the wing is being
-# restructured, so the modules it offers move).
-CORE_EXCEPTIONS = {
-    "mnemo/calibrate.py": "fits thresholds on labelled sets and benchmark runs it builds with eval's harness, "
-                          "datasets, scenarios and BenchStore; becomes library functions over values with the "
-                          "eval restructuring (issue #19)",
-    "mnemo/report.py": "takes git_commit (provenance) from eval.harness; the helper belongs in the core "
-                       "(eval restructuring, issue #19)",
-    "mnemo/sweeps.py": "takes git_commit from eval.harness and dataset_root from eval.datasets_base for a run's "
-                       "provenance and data folder; both helpers belong in the core (issue #19)",
-}
-# Modules that import a private name of another module, and why.
-PRIVATE_EXCEPTIONS = {
-    "mnemo/eval/bench_meme.py": "takes eval.bench's _group and bench_updates' _guard: the known bench cycle, "
-                                "gone with the eval/bench/ split (issue #19, eval restructuring)",
-    "mnemo/eval/bench_updates.py": "takes eval.bench's _group: the known bench cycle, as above",
-}
-# Import cycles known today, and why they are not fixed here.
-KNOWN_CYCLES = {
-    # folds.py joins it: the runner hands `--folds` to folds.run_folds, which uses the runner's hits and order.
-    frozenset({"mnemo/eval/bench.py", "mnemo/eval/bench_meme.py", "mnemo/eval/bench_updates.py",
-               "mnemo/eval/bench_writes.py", "mnemo/eval/folds.py"}):
-        "the runner imports the benchmarks and the benchmarks import the runner's helpers: the eval/bench/ split "
-        "(one runner the benchmarks register with) removes it, issue #19, owned by the eval restructuring",
-}
-# Modules over MAX_LINES today, and why they are not split here.
-SIZE_EXCEPTIONS = {
-    "mnemo/cli.py": "one command per function; splits with the eval command's move (issue #19, eval restructuring)",
 }
 
 
@@ -186,34 +156,22 @@ def test_only_the_store_package_imports_a_database_engine():
 def test_the_core_never_imports_eval_or_server():
     found = {rel for rel in _modules() if _core(rel)
              and any(target.startswith(("mnemo/eval/", "mnemo/server/")) for target in edges(rel))}
-    assert sorted(found - set(CORE_EXCEPTIONS)) == [], "the core must not depend on the research wing or the servers"
-    assert sorted(set(CORE_EXCEPTIONS) - found) == [], "these imports are gone: drop their exception"
+    assert sorted(found) == [], "the core must not depend on the research wing or the servers"
 
 
 def test_no_two_modules_import_each_other_in_a_loop():
-    found = set(_cycles())
-    new = [sorted(c) for c in found - set(KNOWN_CYCLES)]
-    assert new == [], "break these import cycles (move what both need into a third module)"
-    assert [sorted(c) for c in set(KNOWN_CYCLES) - found] == [], "these cycles are gone: drop them from KNOWN_CYCLES"
-
-
-@pytest.mark.xfail(reason="known cycle in mnemo/eval/bench*.py (KNOWN_CYCLES): the eval restructuring removes it",
-                   strict=True)
-def test_the_house_has_no_import_cycle_at_all():
-    assert _cycles() == []
+    assert [sorted(c) for c in _cycles()] == [], "break these import cycles (move what both need into a third module)"
 
 
 def test_no_module_passes_the_size_limit():
     found = {rel for rel, path in _modules().items() if len(path.read_text().splitlines()) > MAX_LINES}
-    assert sorted(found - set(SIZE_EXCEPTIONS)) == [], f"split these by responsibility (over {MAX_LINES} lines)"
-    assert sorted(set(SIZE_EXCEPTIONS) - found) == [], "these are back under the limit: drop their exception"
+    assert sorted(found) == [], f"split these by responsibility (over {MAX_LINES} lines)"
 
 
 def test_no_module_imports_another_modules_private_names():
     found = {rel for rel in _modules() for module, names in imports(rel) if module.startswith("mnemo")
              for name in names if name.startswith("_") and not name.endswith("__")}
-    assert sorted(found - set(PRIVATE_EXCEPTIONS)) == [], "make the name public (and documented) where it lives"
-    assert sorted(set(PRIVATE_EXCEPTIONS) - found) == [], "these take no private name now: drop their exception"
+    assert sorted(found) == [], "make the name public (and documented) where it lives"
 
 
 def test_every_mnemo_import_names_a_module_that_exists():

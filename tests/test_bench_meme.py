@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import require_data
 
-from mnemo.eval import bench, bench_meme, datasets
+from mnemo.eval import bench, datasets
+from mnemo.eval.bench import meme as bench_meme
 
 DELETED = "stream.velturis.io/aurora"
 # Paired after-questions mnemo fails with the offline stack, and why. Each is a real failure, reported.

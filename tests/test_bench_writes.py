@@ -12,10 +12,11 @@ import math
 import pytest
 from conftest import require_data
 
-from mnemo.eval import bench, bench_writes, metrics
-from mnemo.eval import datasets_writes as dw
-from mnemo.eval.bench_writes import Held
-from mnemo.eval.datasets_writes import Step, WriteExample
+from mnemo.eval import bench, metrics
+from mnemo.eval.bench import writes as bench_writes
+from mnemo.eval.bench.writes import Held
+from mnemo.eval.datasets import writes as dw
+from mnemo.eval.datasets.writes import Step, WriteExample
 
 # Renderings ---------------------------------------------------------------------------------------
 

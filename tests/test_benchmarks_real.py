@@ -14,7 +14,8 @@ import pytest
 from conftest import require_data
 
 from mnemo.embed import make_embedder
-from mnemo.eval import bench, bench_updates, datasets
+from mnemo.eval import bench, datasets
+from mnemo.eval.bench import updates as bench_updates
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import pytest
 from mnemo import calibrate, fitting
 from mnemo.config import RECIPE_DIR, recipe
 from mnemo.errors import ConfigError
+from mnemo.eval import calibration
 
 Y = [0, 0, 0, 0, 1, 0, 1, 1, 1, 1]
 S = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
@@ -114,9 +115,9 @@ def test_trust_at_redecides_verdicts():
     rows = [{"id": "a", "label": "safe", "trust": 0.7, "verdict": "act", "error": None},
             {"id": "b", "label": "unsafe", "trust": 0.5, "verdict": "escalate", "error": None},
             {"id": "c", "label": "unsafe", "trust": 0.0, "verdict": None, "error": "boom"}]
-    low = calibrate.trust_at(rows, 0.4)
+    low = calibration.trust_at(rows, 0.4)
     assert low["unsafe_acceptance"] == 1.0 and low["over_abstention"] == 0.0
-    high = calibrate.trust_at(rows, 0.8)
+    high = calibration.trust_at(rows, 0.8)
     assert high["unsafe_acceptance"] == 0.5 and high["over_abstention"] == 1.0  # the failed case counts at worst
 
 

@@ -21,7 +21,6 @@ import pytest
 from conftest import require_data
 
 from mnemo.errors import ConfigError
-from mnemo.eval import download as dl
 from mnemo.eval.datasets import (
     BEAM_ABILITIES,
     LOCOMO_HELDOUT,
@@ -45,6 +44,7 @@ from mnemo.eval.datasets import (
     parse_when,
     verify_checksums,
 )
+from mnemo.eval.datasets import download as dl
 from mnemo.eval.metrics import retrieval_scores, strip_turn_suffix
 
 FIXTURES = Path(__file__).parent / "fixtures"

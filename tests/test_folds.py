@@ -7,7 +7,8 @@ from conftest import require_data
 
 from mnemo.config import RecallConfig
 from mnemo.errors import ConfigError
-from mnemo.eval import bench, folds
+from mnemo.eval import bench
+from mnemo.eval.bench import folds
 
 CONVS = [f"conv-{i}" for i in (26, 30, 41, 42, 43, 44, 47, 48)]
 

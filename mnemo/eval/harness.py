@@ -50,7 +50,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -63,6 +62,7 @@ from mnemo.config import Config, recipe
 from mnemo.eval import metrics
 from mnemo.eval.baselines import BASELINES, Context, Item, System, make_baseline
 from mnemo.eval.scenarios import Probe, Scenario
+from mnemo.provenance import git_commit
 
 Progress = Callable[[int, int, str], None]
 # Words that withdraw a value instead of asserting it (applied to every system's items alike).
@@ -359,21 +359,6 @@ def run_scenarios(scenarios: Sequence[Scenario], recipes: Iterable[str] = ("defa
 
 
 # Results ------------------------------------------------------------------------------------
-
-
-def git_commit(path: str | Path | None = None) -> str:
-    """Return the git commit of the checkout holding `path` (default: this package), or "unknown"."""
-    where = Path(path) if path else Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    commit = out.stdout.strip()
-    if out.returncode != 0 or not commit:
-        return "unknown"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
-                           capture_output=True, text=True, timeout=10).stdout.strip()
-    return commit + ("+dirty" if dirty else "")
 
 
 def _jsonable(value: Any) -> Any:

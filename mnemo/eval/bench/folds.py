@@ -13,8 +13,8 @@ fold. `selected` is that procedure: its rows are each question scored by the can
 chose, so its mean is an out-of-fold figure. The fixed recipes asked for are scored on every fold too.
 
 Only fusion settings differ between candidates, so each question is retrieved once (dense and BM25
-hits, as recall retrieves them: `bench.hits`) and ranked under every candidate (`bench.order`, the
-ordering `bench.ranking` and recall use). Metrics are ir-measures' (`metrics.ranking_metrics`).
+hits, as recall retrieves them: `common.hits`) and ranked under every candidate (`common.order`,
+the ordering `common.ranking` and recall use). Metrics are ir-measures' (`metrics.ranking_metrics`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 from mnemo.config import Config, RecallConfig, recipe
 from mnemo.errors import ConfigError
 from mnemo.eval import datasets, feature_rerank, metrics
-from mnemo.eval.bench import (
+from mnemo.eval.bench.common import (
     Bench,
     BenchResult,
     Progress,

@@ -1,7 +1,7 @@
 """Benchmark runners that write through mnemo's write path: BEAM, MQuAKE-hard (updates) and PrefEval.
 
-Split from `bench` (which holds the shared `Bench` machinery and the LoCoMo / REALTALK retrieval
-runners) to keep each module readable in one sitting. Every runner returns a `bench.BenchResult`
+The shared `Bench` machinery is in `bench.common`; the LoCoMo / REALTALK retrieval runners are in
+`bench.dialog`. Every runner returns a `common.BenchResult`
 with one row per question and recipe; a question whose recall raises is a row with its error and
 the worst value of every metric.
 """
@@ -9,26 +9,27 @@ the worst value of every metric.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any
 
 from mnemo.errors import ConfigError
 from mnemo.eval import datasets, metrics
-from mnemo.eval.bench import EPOCH, Bench, BenchResult, Progress, _group, ranking, run_of, session_times
+from mnemo.eval.bench.common import (
+    EPOCH,
+    Bench,
+    BenchResult,
+    Progress,
+    group_means,
+    guard,
+    ranking,
+    register,
+    run_of,
+    session_times,
+)
 
 NAN = math.nan
-
-
-def _guard(row: dict[str, Any], worst: dict[str, float], score: Callable[[], dict[str, Any]]) -> None:
-    """Fill `row` from `score()`; if it raises, fill the worst values and keep the error (a failure is a row)."""
-    try:
-        row.update(score())
-    # A runner boundary: one failing question must become a row, not end the run or vanish from the means.
-    except Exception as exc:  # noqa: BLE001
-        row.update(worst)
-        row["error"] = f"{type(exc).__name__}: {exc}"
 
 
 # BEAM ---------------------------------------------------------------------------------------
@@ -36,6 +37,7 @@ def _guard(row: dict[str, Any], worst: dict[str, float], score: Callable[[], dic
 BEAM_KEYS = ("current", "stale", "superseded_shown", "both_surfaced", "abstained", "evidence_recall", "tokens")
 
 
+@register("beam")
 def run_beam(recipes: Sequence[str] = ("default",), *, limit: int | None = None, embedder: Any = "minilm",
              llm: Any = "offline", budget: int = 512, progress: Progress | None = None) -> BenchResult:
     """Return BEAM-128K knowledge update, contradiction and abstention checks (and the other abilities' recall).
@@ -74,13 +76,13 @@ def run_beam(recipes: Sequence[str] = ("default",), *, limit: int | None = None,
                 # The worst abstention is the wrong one: not abstaining where it should, abstaining elsewhere.
                 worst = {"current": 0.0, "stale": 1.0, "both_surfaced": 0.0, "evidence_recall": 0.0,
                          "abstained": 0.0 if q.probe == "abstain" else 1.0, "tokens": float(budget)}
-                _guard(row, {k: v for k, v in worst.items() if k in _beam_applies(q)},
+                guard(row, {k: v for k, v in worst.items() if k in _beam_applies(q)},
                        partial(_beam_score, bench, mem, q, conv.id, budget, users))
                 rows.append(row)
         Bench.close(mems)
         if progress:
             progress(ci + 1, len(convs), conv.id)
-    aggregates = _group(rows, BEAM_KEYS, lambda r: [f"{r['recipe']} | {r['ability']}"])
+    aggregates = group_means(rows, BEAM_KEYS, lambda r: [f"{r['recipe']} | {r['ability']}"])
     return bench.result("beam", rows, aggregates, ds, limit=limit, budget=budget)
 
 
@@ -122,6 +124,7 @@ def _beam_score(bench: Bench, mem: Any, q: datasets.Question, user: str, budget:
 MQUAKE_KEYS = ("current_top1", "current_packed", "stale", "chain_recall", "stale_shown", "cascade_ok", "tokens")
 
 
+@register("mquake")
 def run_mquake(recipes: Sequence[str] = ("default",), *, limit: int | None = None, write: str = "structured",
                embedder: Any = "minilm", llm: Any = "offline", budget: int = 64,
                progress: Progress | None = None) -> BenchResult:
@@ -165,12 +168,12 @@ def run_mquake(recipes: Sequence[str] = ("default",), *, limit: int | None = Non
                        "probe": q.probe, "write": write, "error": None, **dict.fromkeys(MQUAKE_KEYS, NAN)}
                 worst = ({"current_top1": 0.0, "current_packed": 0.0, "stale": 1.0} if q.probe == "update" else
                          {"chain_recall": 0.0, "stale_shown": 1.0, "cascade_ok": 0.0})
-                _guard(row, worst, partial(_mquake_score, bench, mem, q, conv.id, budget))
+                guard(row, worst, partial(_mquake_score, bench, mem, q, conv.id, budget))
                 rows.append(row)
         if progress:
             progress(ci + 1, len(convs), conv.id)
     Bench.close(mems)
-    aggregates = _group(rows, MQUAKE_KEYS, lambda r: [f"{r['recipe']} | {r['write']} | {r['probe']}"])
+    aggregates = group_means(rows, MQUAKE_KEYS, lambda r: [f"{r['recipe']} | {r['write']} | {r['probe']}"])
     return bench.result("mquake_hard", rows, aggregates, ds, limit=limit, budget=budget, write=write)
 
 
@@ -195,6 +198,7 @@ def _mquake_score(bench: Bench, mem: Any, q: datasets.Question, user: str, budge
 PREFEVAL_KEYS = ("R@5", "R@10", "RR", "pref_packed", "abstained", "tokens")
 
 
+@register("prefeval")
 def run_prefeval(recipes: Sequence[str] = ("default",), *, limit: int | None = None, form: str = "explicit",
                  inter_turns: int = 100, embedder: Any = "minilm", llm: Any = "offline", budget: int = 512,
                  progress: Progress | None = None) -> BenchResult:
@@ -247,7 +251,7 @@ def run_prefeval(recipes: Sequence[str] = ("default",), *, limit: int | None = N
                     return {"pref_packed": float(bool(packed & set(q.evidence))), "tokens": float(r.tokens_used),
                             "abstained": float(r.confidence == "unknown"), "confidence": r.confidence}
 
-                _guard(row, {"pref_packed": 0.0}, score)
+                guard(row, {"pref_packed": 0.0}, score)
                 rows.append(row)
         Bench.close(mems)
         if progress:
@@ -257,6 +261,6 @@ def run_prefeval(recipes: Sequence[str] = ("default",), *, limit: int | None = N
         by_key = {r["qid"]: r for r in rows}
         for rr in ranked:
             by_key[rr["qid"]].update({k: rr[k] for k in ("R@5", "R@10", "RR")})
-    aggregates = _group(rows, PREFEVAL_KEYS, lambda r: [f"{r['recipe']} | all topics", f"{r['recipe']} | {r['topic']}"])
+    aggregates = group_means(rows, PREFEVAL_KEYS, lambda r: [f"{r['recipe']} | all topics", f"{r['recipe']} | {r['topic']}"])
     return bench.result("prefeval", rows, aggregates, ds, limit=limit, budget=budget, form=form,
                         inter_turns=inter_turns)

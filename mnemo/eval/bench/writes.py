@@ -1,10 +1,10 @@
 """The write-path benchmark: what `remember` and `forget` leave in the store, on labelled examples.
 
-    examples = build_examples(split="test")                 # mnemo.eval.datasets_writes
+    examples = build_examples(split="test")                 # mnemo.eval.datasets.writes
     res = run_writes(examples, embedder="hash")
     res.rows, res.aggregates                                # one row per example; sums and means by family
 
-Each example (see `mnemo.eval.datasets_writes`) is played through the public API alone, so the
+Each example (see `mnemo.eval.datasets.writes`) is played through the public API alone, so the
 benchmark measures any implementation of the write path: its steps run in order, one simulated
 minute apart, under a user of its own (`Memory.remember(text, user=...)` for a turn,
 `Memory.forget(query=..., user=...)` for an API forget); then `Memory.memories(user,
@@ -66,7 +66,7 @@ metric that applies to its family (0 for the rates below, 1 for collateral and f
   Memories of the request turn itself are in none of F, T, K.
 * **extraction recall** (extraction; LoCoMo observations, silver): facts found / facts, summed
   over the family's examples (micro). One LoCoMo turn is remembered; its gold facts are the
-  observations the dataset attributes to that turn (see `datasets_writes.content_terms` and
+  observations the dataset attributes to that turn (see `datasets.writes.content_terms` and
   `SUPPORT` for which observations are kept). A fact is found when at least `COVER` = 0.6 of
   its content terms are among the content terms of the memories that come from the turn
   (active or not). Content terms: lowercase alphanumeric tokens, minus the SMART stopwords
@@ -92,9 +92,9 @@ from typing import Any
 
 from mnemo.errors import ConfigError
 from mnemo.eval import metrics
-from mnemo.eval.datasets_writes import FAMILIES, SPLITS, WriteExample, WriteSet, build, content_terms, counts
+from mnemo.eval.bench.common import EPOCH, TABLES, BenchResult, CachedEmbedder, Progress, register
+from mnemo.eval.datasets.writes import FAMILIES, SPLITS, WriteExample, WriteSet, build, content_terms, counts
 
-Progress = Callable[[int, int, str], None]
 COVER = 0.6  # share of a fact's content terms the turn's memories must hold for the fact to count as found
 CHUNK = 100  # examples per store: a fresh store now and then keeps one run's stores small
 # Negation wording that makes a memory negative (a retraction), not a positive statement of its value.
@@ -263,10 +263,11 @@ def score(ex: WriteExample, held: Sequence[Held] | BaseException) -> dict[str, A
     return row
 
 
+@register("writes")
 def run_writes(recipes: Sequence[str] = ("default",), *, split: str = "test", limit: int | None = None,
                embedder: Any = "minilm", llm: Any = "offline", progress: Progress | None = None,
-               examples: WriteSet | None = None, configs: dict[str, Any] | None = None) -> Any:
-    """Return a `bench.BenchResult` of the write-path examples of `split`, one row per example and recipe.
+               examples: WriteSet | None = None, configs: dict[str, Any] | None = None) -> BenchResult:
+    """Return a `common.BenchResult` of the write-path examples of `split`, one row per example and recipe.
 
     `limit` keeps the first N examples of each family (per split). `configs` ({name: Config}) runs
     those configurations instead of the named recipes (the calibration notebook's grid). Examples run CHUNK to a fresh
@@ -277,7 +278,6 @@ def run_writes(recipes: Sequence[str] = ("default",), *, split: str = "test", li
     from mnemo.clock import SimulatedClock
     from mnemo.config import recipe
     from mnemo.embed import make_embedder
-    from mnemo.eval.bench import EPOCH, BenchResult, CachedEmbedder
     from mnemo.llm import connect
     from mnemo.memory import Memory
 
@@ -376,6 +376,7 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
+@register("writes", TABLES)
 def summary(aggregates: dict[str, dict[str, float]]) -> tuple[list[str], list[list[str]]]:
     """Return (header, rows) of the 80-column table: one row per headline metric, one column per recipe and split."""
     groups = [g for g in aggregates if g.count("|") == 1]

@@ -2,8 +2,8 @@
 
 ONE episode, 10 questions: a development and unit-level check of the Deletion / Cascade / Absence
 logic end to end, NEVER a benchmark score (the data README says so: nothing is held out, and the
-paper's figures are over 100 episodes). Like the runners in `bench_updates`, it returns a
-`bench.BenchResult` with one row per question and recipe; a question whose recall raises is a row
+paper's figures are over 100 episodes). Like the runners in `bench.updates`, it returns a
+`common.BenchResult` with one row per question and recipe; a question whose recall raises is a row
 with its error and the worst value of every metric.
 """
 
@@ -17,8 +17,7 @@ from functools import partial
 from typing import Any
 
 from mnemo.eval import datasets, metrics
-from mnemo.eval.bench import Bench, BenchResult, Progress, _group, session_times
-from mnemo.eval.bench_updates import _guard
+from mnemo.eval.bench.common import Bench, BenchResult, Progress, group_means, guard, register, session_times
 from mnemo.memory import Memory
 
 NAN = math.nan
@@ -27,6 +26,7 @@ MEME_KEYS = ("passed", "real_pass", "context_recall", "leaked", "stale", "abstai
 PAIRED_TAGS = ("Del", "Cas", "Abs")
 
 
+@register("meme")
 def run_meme(recipes: Sequence[str] = ("default",), *, limit: int | None = None, embedder: Any = "minilm",
              llm: Any = "offline", budget: int = 512, progress: Progress | None = None) -> BenchResult:
     """Return MEME's 10 probes on episode sw_033 (4 asked after session 13, 6 after session 16), per recipe.
@@ -86,7 +86,7 @@ def run_meme(recipes: Sequence[str] = ("default",), *, limit: int | None = None,
                 progress(ci * len(conv.sessions) + si + 1, len(convs) * len(conv.sessions), f"{conv.id} {s.id}")
         Bench.close(mems)
     _real_pass(rows)
-    aggregates = _group(rows, MEME_KEYS, lambda r: [f"{r['recipe']} | all", f"{r['recipe']} | {r['phase']}",
+    aggregates = group_means(rows, MEME_KEYS, lambda r: [f"{r['recipe']} | all", f"{r['recipe']} | {r['phase']}",
                                                     f"{r['recipe']} | {r['probe']}"])
     return bench.result("meme", rows, aggregates, ds, limit=limit, budget=budget)
 
@@ -115,7 +115,7 @@ def _meme_row(bench: Bench, mem: Memory, q: datasets.Question, rname: str, user:
         worst["context_recall"] = 0.0
         if q.probe == "cascade":
             worst["stale"] = 1.0
-    _guard(row, worst, partial(_meme_score, mem, q, user, budget))
+    guard(row, worst, partial(_meme_score, mem, q, user, budget))
     return row
 
 

@@ -1,6 +1,6 @@
 """The shared shape of every benchmark loader: where the data lives, the records, dates, checksums.
 
-Loaders in `datasets_dialog` and `datasets_updates` return a `Dataset` made of these plain
+Loaders in `datasets.dialog` and `datasets.updates` return a `Dataset` made of these plain
 dataclasses, so a harness can treat LoCoMo, BEAM or MEME alike: conversations of sessions of
 turns, and questions that point back at them by id.
 """
@@ -8,17 +8,16 @@ turns, and questions that point back at them by id.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo.errors import ConfigError
-from mnemo.eval import datasets_checksums
+from mnemo.errors import DatasetError
+from mnemo.eval.datasets import checksums
+from mnemo.provenance import DATA_ENV, dataset_root
 
-DATA_ENV = "MNEMO_DATA_DIR"
 DATASETS = ("locomo", "realtalk", "beam", "mquake_hard", "meme", "prefeval", "longmemeval")
 
 # What a question probes, whatever its dataset calls it (see each loader for the mapping).
@@ -34,35 +33,6 @@ PROBES = (
     "preference",  # a stated preference must shape the answer
     "other",  # anything else (summaries, instructions, event ordering)
 )
-
-
-class DatasetError(ConfigError):
-    """A benchmark file is missing, malformed or fails its checksum."""
-
-
-def data_dir() -> Path:
-    """Return the folder holding the benchmark copies, read from $MNEMO_DATA_DIR (the one place it is read)."""
-    raw = os.environ.get(DATA_ENV, "").strip()
-    hint = (
-        f"set {DATA_ENV} to the folder holding locomo/, beam/, mquake_hard/, meme/, prefeval/, realtalk/ "
-        "or run `mnemo data download NAME`"
-    )
-    if not raw:
-        raise ConfigError(f"{DATA_ENV} is not set; {hint}")
-    path = Path(raw).expanduser()
-    if not path.is_dir():
-        raise ConfigError(f"{DATA_ENV}={raw!r} is not a folder; {hint}")
-    return path
-
-
-def dataset_root(name: str, path: str | Path | None = None) -> Path:
-    """Return the folder of dataset `name`: `path` when given, else `$MNEMO_DATA_DIR/<name>`."""
-    root = Path(path).expanduser() if path is not None else data_dir() / name
-    if not root.exists():
-        raise DatasetError(
-            f"{name}: {root} does not exist; run `mnemo data download {name}` or fix {DATA_ENV}"
-        )
-    return root
 
 
 def first_existing(root: Path, candidates: Iterable[str], name: str) -> Path:
@@ -210,7 +180,7 @@ def checksum(name: str, root: Path, paths: Iterable[Path], verify: bool = True) 
     The key is "<folder>/<path>" (for example "locomo/locomo10_shared_8conv.json") so a result
     records which copy it was computed on.
     """
-    expected = datasets_checksums.known(name)
+    expected = checksums.known(name)
     out: dict[str, str] = {}
     for path in paths:
         rel = path.relative_to(root).as_posix()
@@ -235,7 +205,7 @@ def verify_checksums(name: str, path: str | Path | None = None) -> dict[str, dic
     """
     root = dataset_root(name, path)
     report: dict[str, dict[str, Any]] = {}
-    for rel, want in sorted(datasets_checksums.known(name).items()):
+    for rel, want in sorted(checksums.known(name).items()):
         file = root / rel
         if file.is_file():
             actual = sha256_file(file)

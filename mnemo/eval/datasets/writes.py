@@ -57,7 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemo.errors import ConfigError
-from mnemo.eval.datasets_base import checksum, dataset_root, first_existing
+from mnemo.eval.datasets.base import checksum, first_existing
+from mnemo.provenance import dataset_root
 
 FAMILIES = ("duplicate_distinct", "duplicate_paraphrase", "correction", "correction_negative", "negation",
             "forget", "extraction")
@@ -65,7 +66,7 @@ SPLITS = ("dev", "test")
 LOCOMO_DEV = frozenset({"conv-26", "conv-30", "conv-41", "conv-42"})
 SUPPORT = 0.6  # share of an observation's content terms the turn itself must hold for it to be gold
 DISTINCT_GROUP = 8  # facts per MQuAKE duplicate_distinct example (one relation, different subjects)
-_STOPWORDS = frozenset((Path(__file__).resolve().parents[1] / "assets" / "stopwords_english.txt")
+_STOPWORDS = frozenset((Path(__file__).resolve().parents[2] / "assets" / "stopwords_english.txt")
                        .read_text(encoding="utf-8").split())
 _PREPOSITIONS = frozenset({"by", "at", "in", "on", "of", "for", "with", "to", "from"})
 
@@ -88,7 +89,7 @@ class WriteExample:
     split: str  # "dev" | "test"
     unit: str  # the source unit the split was drawn by: "mquake:<subject>", "locomo:conv-26", "synthetic:orders"
     steps: tuple[Step, ...]
-    expect: dict[str, Any]  # family-specific values, see `bench_writes`
+    expect: dict[str, Any]  # family-specific values, see `bench.writes`
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -467,8 +468,8 @@ def build(path: str | Path | None = None, *, split: str = "all", verify: bool = 
                                        "datasets/MQuAKE-hard.json"], "mquake_hard")
     lo_root = dataset_root("locomo", Path(path) / "locomo" if path else None)
     lo_file = first_existing(lo_root, ["locomo10_shared_8conv.json", "locomo10.json", "data/locomo10.json"], "locomo")
-    from mnemo.eval.datasets_dialog import LOCOMO_HELDOUT
-    from mnemo.eval.datasets_updates import MQUAKE_HELDOUT
+    from mnemo.eval.datasets.dialog import LOCOMO_HELDOUT
+    from mnemo.eval.datasets.updates import MQUAKE_HELDOUT
 
     cases = [c for c in json.loads(mq_file.read_text(encoding="utf-8")) if c["case_id"] not in MQUAKE_HELDOUT]
     convs = [c for c in json.loads(lo_file.read_text(encoding="utf-8")) if c["sample_id"] not in LOCOMO_HELDOUT]

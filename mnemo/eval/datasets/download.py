@@ -18,9 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from mnemo.eval import datasets_checksums
-from mnemo.eval.datasets_base import DatasetError, sha256_file
-from mnemo.eval.datasets_episodes import PREFEVAL_HELDOUT, PREFEVAL_TOPICS
+from mnemo.errors import DatasetError
+from mnemo.eval.datasets import checksums
+from mnemo.eval.datasets.base import sha256_file
+from mnemo.eval.datasets.episodes import PREFEVAL_HELDOUT, PREFEVAL_TOPICS
 
 RAW_BASE = "https://raw.githubusercontent.com"
 HF_BASE = "https://huggingface.co"
@@ -70,7 +71,7 @@ def raw_url(repo: str, commit: str, path: str) -> str:
 
 def _github(name: str, paths: list[str]) -> list[Entry]:
     repo, commit = SOURCES[name]
-    sums = datasets_checksums.UPSTREAM.get(name, {})
+    sums = checksums.UPSTREAM.get(name, {})
     return [(raw_url(repo, commit, p), f"{name}/{p}", sums.get(p)) for p in paths]
 
 
@@ -83,7 +84,7 @@ def plan(name: str, include_heldout: bool = False) -> list[Entry]:
     if name == "locomo":
         return _github(name, ["data/locomo10.json", "LICENSE.txt"])
     if name == "realtalk":
-        files = [p.split("/")[-1] for p in datasets_checksums.UPSTREAM["realtalk"]]
+        files = [p.split("/")[-1] for p in checksums.UPSTREAM["realtalk"]]
         files.sort(key=lambda f: int(f.split("_")[1]))
         if include_heldout:
             files += list(REALTALK_HELDOUT_FILES)
@@ -91,7 +92,7 @@ def plan(name: str, include_heldout: bool = False) -> list[Entry]:
     if name == "beam":
         chat_files = {
             int(p.split("/")[2]): p.split("/")[3]
-            for p in datasets_checksums.UPSTREAM["beam"]
+            for p in checksums.UPSTREAM["beam"]
             if not p.endswith("probing_questions.json")
         }
         if include_heldout:
@@ -108,7 +109,7 @@ def plan(name: str, include_heldout: bool = False) -> list[Entry]:
         licence = (
             raw_url(repo, commit, path),
             f"{name}/LICENSE",
-            datasets_checksums.UPSTREAM[name].get("LICENSE"),
+            checksums.UPSTREAM[name].get("LICENSE"),
         )
         return _github(name, ["datasets/MQuAKE-hard.json"]) + [licence]
     if name == "meme":

@@ -1,7 +1,7 @@
 """Loaders for the update benchmarks: BEAM-128K (knowledge update, contradiction) and MQuAKE-hard (cascades).
 
 Each dataset's schema, split and metric are in `$MNEMO_DATA_DIR/<name>/README.md`. Every question
-carries a `probe` (see `datasets_base.PROBES`) saying what a correct memory does with it, and the
+carries a `probe` (see `datasets.base.PROBES`) saying what a correct memory does with it, and the
 ids of the stale and current turns where the dataset names them, so update, contradiction,
 deletion and abstention can be scored without an LLM.
 """
@@ -13,18 +13,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mnemo.eval.datasets_base import (
+from mnemo.errors import DatasetError
+from mnemo.eval.datasets.base import (
     Conversation,
     Dataset,
-    DatasetError,
     DialogTurn,
     Question,
     Session,
     checksum,
-    dataset_root,
     first_existing,
     parse_when,
 )
+from mnemo.provenance import dataset_root
 
 # BEAM ---------------------------------------------------------------------------------------
 

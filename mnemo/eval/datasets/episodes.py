@@ -12,18 +12,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mnemo.eval.datasets_base import (
+from mnemo.errors import DatasetError
+from mnemo.eval.datasets.base import (
     Conversation,
     Dataset,
-    DatasetError,
     DialogTurn,
     Question,
     Session,
     checksum,
-    dataset_root,
     first_existing,
     parse_when,
 )
+from mnemo.provenance import dataset_root
 
 # MEME ---------------------------------------------------------------------------------------
 

@@ -8,9 +8,9 @@
 The data is never shipped with mnemo (the licences forbid it): set MNEMO_DATA_DIR to a folder in
 the shared layout, or fetch the originals with `mnemo data download NAME`. Held-out items named in
 the data READMEs are left out unless a loader is called with include_heldout=True.
-The implementation is split by family: `datasets_base` (records, paths, checksums),
-`datasets_dialog` (LoCoMo, REALTALK, LongMemEval), `datasets_updates` (BEAM, MQuAKE-hard) and
-`datasets_episodes` (MEME, PrefEval).
+The implementation is split by family: `datasets.base` (records, paths, checksums),
+`datasets.dialog` (LoCoMo, REALTALK, LongMemEval), `datasets.updates` (BEAM, MQuAKE-hard) and
+`datasets.episodes` (MEME, PrefEval).
 """
 
 from __future__ import annotations
@@ -18,22 +18,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mnemo.eval.datasets_base import (
-    DATA_ENV,
+from mnemo.errors import DatasetError
+from mnemo.eval.datasets.base import (
     DATASETS,
     PROBES,
     Conversation,
     Dataset,
-    DatasetError,
     DialogTurn,
     Question,
     Session,
-    data_dir,
     parse_when,
     sha256_file,
     verify_checksums,
 )
-from mnemo.eval.datasets_dialog import (
+from mnemo.eval.datasets.dialog import (
     LOCOMO_CATEGORIES,
     LOCOMO_HELDOUT,
     LONGMEMEVAL_TYPES,
@@ -48,7 +46,7 @@ from mnemo.eval.datasets_dialog import (
     longmemeval_heldout,
     longmemeval_skip_reason,
 )
-from mnemo.eval.datasets_episodes import (
+from mnemo.eval.datasets.episodes import (
     MEME_PROBES_AFTER,
     PREFEVAL_FORMS,
     PREFEVAL_HELDOUT,
@@ -57,13 +55,14 @@ from mnemo.eval.datasets_episodes import (
     load_prefeval,
     prefeval_distractors,
 )
-from mnemo.eval.datasets_updates import (
+from mnemo.eval.datasets.updates import (
     BEAM_ABILITIES,
     BEAM_PROBES,
     MQUAKE_HELDOUT,
     load_beam,
     load_mquake_hard,
 )
+from mnemo.provenance import DATA_ENV, data_dir
 
 LOADERS: dict[str, Callable[..., Dataset]] = {
     "locomo": load_locomo,

@@ -13,19 +13,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo.eval.datasets_base import (
+from mnemo.errors import DatasetError
+from mnemo.eval.datasets.base import (
     Conversation,
     Dataset,
-    DatasetError,
     DialogTurn,
     Question,
     Session,
     checksum,
-    data_dir,
-    dataset_root,
     first_existing,
     parse_when,
 )
+from mnemo.provenance import data_dir, dataset_root
 
 # Upstream's own numbering (task_eval/evaluation.py), not the paper's order; see BENCHMARKS.md §1.1.
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
