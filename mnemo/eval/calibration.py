@@ -25,7 +25,7 @@ from mnemo.clock import SimulatedClock
 from mnemo.config import Config, recipe
 from mnemo.embed import make_embedder
 from mnemo.eval import datasets, metrics, trust_eval
-from mnemo.eval.bench.common import BenchStore, CachedEmbedder, session_times, turn_meta
+from mnemo.eval.bench.common import BenchStore, CachedEmbedder, add_turns, session_times
 from mnemo.eval.harness import MnemoSystem, play, score
 from mnemo.eval.scenarios import load_scenarios
 from mnemo.eval.trust_eval import trust_metrics
@@ -83,7 +83,7 @@ def locomo_examples(limit: int | None = None, embedder: Any = "minilm", budget: 
                     questions_per_conversation: int | None = None, foreign: int = 30) -> list[dict[str, Any]]:
     """Return one example per LoCoMo question: top evidence, and whether the record can answer it.
 
-    Every turn is stored as an episodic memory with its dia_id (as `bench.dialog.run_dialog` does),
+    Every turn is stored as an episodic memory with its dia_id (`add_turns`, as `bench.dialog.run_dialog` does),
     in a store that does not record accesses, so questions stay independent; each question is
     recalled with `budget` tokens and open bands. `kind` is "answerable" (categories 1-4),
     "adversarial" (category 5: a premise the conversation never states) or "foreign" (the
@@ -105,9 +105,7 @@ def locomo_examples(limit: int | None = None, embedder: Any = "minilm", budget: 
         times = session_times(conv)
         clock = SimulatedClock(max(times) + timedelta(days=1))
         mem = Memory(BenchStore(":memory:", embedder=emb.name, dim=emb.dim), emb, client, clock, config)
-        for s, when in zip(conv.sessions, times, strict=True):
-            mem.add_many([t.document for t in s.turns], user=conv.id, metas=[{"dia_id": t.dia_id, **turn_meta(t, conv)} for t in s.turns],
-                         at=when)
+        add_turns(mem, conv, times, emb.embed([t.document for t in conv.turns]))
         own = [q for q in ds.questions if q.conversation_id == conv.id][:questions_per_conversation]
         for q in own + (others if conv.id != nxt else []):
             r = mem.recall(q.question, user=conv.id, budget_tokens=budget)
