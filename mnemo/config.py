@@ -56,6 +56,7 @@ class RecallConfig:
     rrf_k: int = 60  # reciprocal rank fusion constant
     time_scope: bool = True  # a question naming a time ranks what was said then first (ranking.fuse_scoped); out of fold
     context_weight: float = 0.5  # share of its best neighbour's relevance a turn gains (ranking.in_context); README
+    rerank: str = "locomo"  # a fitted reranker (recall.rerank: a name in mnemo/recipes/rerankers/ or a JSON file); "" = none
     weight_relevance: float = 0.7  # share of the final score from fused relevance
     weight_recency: float = 0.1  # share from recency
     weight_salience: float = 0.1  # share from salience
@@ -116,6 +117,8 @@ class Config:
                 raise ConfigError(f"unknown parameter '{name}'{hint}")
             by_section[owners[name]][name] = _coerce(getattr(getattr(cfg, owners[name]), name), value, name)
         changes = {s: replace(getattr(cfg, s), **v) for s, v in by_section.items() if v}
+        if "rerank" in params and params["rerank"]:
+            reranker_path(str(params["rerank"]))  # a reranker that does not exist is refused now, not at recall
         return replace(cfg, **changes)
 
 
@@ -137,18 +140,37 @@ def _coerce(current: Any, value: Any, name: str) -> Any:
 
 RECIPES: dict[str, Config] = {
     "default": Config(),
+    # The default without its reranker: fusion, time scope and context only (the default before the reranker).
+    "fusion": Config(recall=RecallConfig(rerank=""), recipe="fusion"),
     # The default until #18 chose one out of fold: reciprocal rank fusion, vectors and BM25 alike.
-    # The plain retrievers and the old default stay plain: no time scope, no context (#18 measures against them).
-    "hybrid": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.5, time_scope=False, context_weight=0.0),
+    # The plain retrievers and the old default stay plain: no time scope, context or reranker (#18 measures against them).
+    "hybrid": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.5, time_scope=False, context_weight=0.0,
+                                        rerank=""),
                    recipe="hybrid"),
-    "dense": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.0, time_scope=False, context_weight=0.0),
+    "dense": Config(recall=RecallConfig(fusion="rrf", lexical_weight=0.0, time_scope=False, context_weight=0.0,
+                                        rerank=""),
                    recipe="dense"),
-    "bm25": Config(recall=RecallConfig(fusion="rrf", lexical_weight=1.0, time_scope=False, context_weight=0.0),
+    "bm25": Config(recall=RecallConfig(fusion="rrf", lexical_weight=1.0, time_scope=False, context_weight=0.0,
+                                        rerank=""),
                    recipe="bm25"),
 }
 
 # Recipes written by the calibration notebook live here as JSON (flat params plus a "base").
 RECIPE_DIR = Path(__file__).parent / "recipes"
+
+
+RERANKER_DIR = RECIPE_DIR / "rerankers"
+
+
+def reranker_path(name_or_path: str) -> Path:
+    """Return the file of a reranker: a name in mnemo/recipes/rerankers/, or a JSON file's path; raise if none."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = RERANKER_DIR / f"{name_or_path}.json"
+    if not path.is_file():
+        shipped = sorted(p.stem for p in RERANKER_DIR.glob("*.json"))
+        raise ConfigError(f"no reranker {name_or_path!r}: name one of {shipped} or a JSON file")
+    return path
 
 
 def recipe(name: str | None = None) -> Config:

@@ -9,6 +9,7 @@ from mnemo.config import RecallConfig
 from mnemo.errors import ConfigError
 from mnemo.eval import bench
 from mnemo.eval.bench import folds
+from mnemo.recall.rerank import Reranker
 
 CONVS = [f"conv-{i}" for i in (26, 30, 41, 42, 43, 44, 47, 48)]
 
@@ -63,11 +64,13 @@ def test_selection_ignores_categories_outside_main_and_breaks_ties_by_grid_order
 def test_order_is_the_fusion_recall_uses():
     dense = [("m1", 0.9), ("m2", 0.5), ("m3", 0.1)]
     lexical = [("m3", 9.0), ("m4", 4.0)]
-    cfg = RecallConfig(fusion="weighted", lexical_weight=0.8)
+    cfg = RecallConfig(fusion="weighted", lexical_weight=0.8, rerank="")
     ranked = [m for m, _ in bench.order(dense, lexical, cfg)]
     assert ranked[0] == "m3" and set(ranked) == {"m1", "m2", "m3", "m4"}
-    assert [m for m, _ in bench.order(dense, lexical, RecallConfig(lexical_weight=0.0))] == ["m1", "m2", "m3"]
-    assert [m for m, _ in bench.order(dense, lexical, RecallConfig(lexical_weight=1.0))] == ["m3", "m4"]
+    assert [m for m, _ in bench.order(dense, lexical, RecallConfig(lexical_weight=0.0, rerank=""))] == ["m1", "m2", "m3"]
+    assert [m for m, _ in bench.order(dense, lexical, RecallConfig(lexical_weight=1.0, rerank=""))] == ["m3", "m4"]
+    with pytest.raises(ConfigError, match="reranker"):  # a reranking recipe without the question is refused
+        bench.order(dense, lexical, RecallConfig())
 
 
 def test_run_folds_on_two_conversations_records_choices_and_scores_out_of_fold():
@@ -85,29 +88,19 @@ def test_run_folds_on_two_conversations_records_choices_and_scores_out_of_fold()
     assert 0.0 < main["R@10"] <= 1.0 and main["R@10_sd"] >= 0.0 and "selected | fold 1" in res.aggregates
 
 
-def test_feature_rerank_learns_from_training_rows_and_ranks_by_them():
-    from mnemo.eval import feature_rerank as fr
-
-    speaker_of = {"a": ("Caroline", "Melanie", 40), "b": ("Melanie", "Caroline", 40), "c": ("Caroline", "Melanie", 5)}
-    ids, x = fr.features("What does Caroline do for work?", [("a", 0.5), ("b", 0.9)], [("c", 3.0), ("a", 1.0)],
-                         speaker_of)
-    assert ids == ["a", "b", "c"] and x.shape == (3, len(fr.FEATURES))
-    named = fr.FEATURES.index("speaker_named")
-    assert x[:, named].tolist() == [1.0, 0.0, 1.0] and x[1, fr.FEATURES.index("other_named")] == 1.0
-    # Trained where the named speaker's turns are the relevant ones, it puts them first.
-    model = fr.fit([x] * 5, [[1.0, 0.0, 1.0]] * 5)
-    assert fr.rerank(model, ids, x)[-1] == "b"
-    with pytest.raises(ConfigError):
-        fr.fit([x], [[0.0, 0.0, 0.0]])
-
-
-def test_run_folds_feature_rerank_is_fitted_without_the_held_out_fold():
+def test_run_folds_feature_rerank_is_fitted_without_the_held_out_fold(tmp_path):
     require_data("locomo")
-    res = folds.run_folds("locomo", ("default",), folds=2, limit=2, embedder="hash", rerank=True)
+    saved = tmp_path / "reranker.json"
+    res = folds.run_folds("locomo", ("default",), folds=2, limit=2, embedder="hash", rerank=True,
+                          save_reranker=str(saved))
     fits = res.params["rerank"]
-    n_main = {f["fold"]: int(res.aggregates[f"default | fold {f['fold']}"]["n"]) for f in fits}
+    # The shipped default's reranker was fitted on these conversations: its rows say so.
+    n_main = {f["fold"]: int(res.aggregates[f"default {folds.IN_SAMPLE} | fold {f['fold']}"]["n"]) for f in fits}
     # Fold k's model trains on the other fold's main-category questions, never its own.
     assert [f["train_questions"] for f in fits] == [n_main[1], n_main[0]]
     rows = [r for r in res.rows if r["recipe"] == "feature rerank"]
-    assert len(rows) == len([r for r in res.rows if r["recipe"] == "default"])
+    assert len(rows) == len([r for r in res.rows if r["recipe"] == f"default {folds.IN_SAMPLE}"])
     assert 0.0 < res.aggregates["feature rerank | main"]["R@10"] <= 1.0
+    # The saved reranker is fitted on both folds' main-category questions together.
+    model = Reranker.load(str(saved))
+    assert model.provenance["questions"] == sum(n_main.values()) and model.provenance["dataset"] == "locomo"

@@ -315,7 +315,7 @@ def test_add_many_chains_one_sessions_turns_and_recall_reads_a_turn_with_its_nei
 
         def rank(context_weight: float) -> list[str]:
             m = mnemo.Memory(mem.store, mem.embedder, mem.llm, mem.clock,
-                             Config.from_params("default", context_weight=context_weight))
+                             Config.from_params("default", context_weight=context_weight, rerank=""))
             r = m.recall("What does Mel do at her new job?", user="c", budget_tokens=500)
             assert r.provenance["context"] == {"weight": context_weight, "links": 4 if context_weight else 0}
             return [p.id for p in r.memories]

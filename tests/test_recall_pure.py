@@ -110,10 +110,11 @@ def test_fuse_unknown_method_raises():
         fuse([], [], RecallConfig(fusion="borda"))
 
 
-def test_rerank_is_not_a_setting():
-    # It was accepted and did nothing; an inert knob is refused rather than silently ignored.
-    with pytest.raises(ConfigError, match="unknown parameter 'rerank'"):
+def test_rerank_names_a_fitted_reranker_or_is_refused():
+    # It was once accepted and did nothing; now it names a fitted reranker, and one that is not there is refused.
+    with pytest.raises(ConfigError, match="no reranker 'model'"):
         Config.from_params(rerank="model")
+    assert Config.from_params(rerank="").recall.rerank == "" and Config().recall.rerank == "locomo"
 
 
 # ---------------------------------------------------------------- score, veto
@@ -477,8 +478,8 @@ def test_recall_answers_with_citations_history_and_one_touch():
     assert {k: r.provenance[k] for k in ("retrievers", "fusion", "evidence", "tokenizer")} == {
         "retrievers": ["dense", "bm25"], "fusion": "weighted_rank",
         "evidence": "claims, then dense cosine + query coverage", "tokenizer": "words+1"}
-    # There is no rerank stage, so provenance names none.
-    assert "rerank" not in r.provenance
+    # The reranker that ordered the candidates is named, with what it was fitted on.
+    assert r.provenance["rerank"]["model"] == "locomo" and r.provenance["rerank"]["dataset"] == "locomo"
     assert r.provenance["question"]["subject"] == "user" and r.provenance["confidence_why"]
     traced = [t.memory_id for t in r.trace]
     assert len(traced) == len(set(traced))

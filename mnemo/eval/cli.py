@@ -42,7 +42,9 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
           folds: int = typer.Option(None, "--folds", help="locomo / realtalk: split conversations into N folds; "
                                     "choose the recipe on the other folds, score each held-out fold (no budgets)."),
           feature_rerank: bool = typer.Option(False, "--feature-rerank", help="with --folds: also fit a scikit-learn "
-                                              "feature reranker per fold on the other folds (experiment)."),
+                                              "feature reranker per fold on the other folds."),
+          save_reranker: Path = typer.Option(None, "--save-reranker", help="with --folds: write the reranker fitted "
+                                             "on every conversation to this JSON file (mnemo/recipes/rerankers/)."),
           budget: int = typer.Option(None, help="beam / mquake / prefeval / meme: recall budget in tokens "
                                      "(default 512, 64, 512, 512)."),
           write: str = typer.Option("structured", help="mquake: how edits are written: structured | text."),
@@ -60,7 +62,7 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
 
     options: dict[str, Any] = {}
     if folds:
-        options.update(folds=folds, rerank=feature_rerank)
+        options.update(folds=folds, rerank=feature_rerank, save_reranker=save_reranker)
     elif benchmark in ("locomo", "realtalk"):
         options["budgets"] = tuple(int(b) for b in budgets.split(",") if b.strip())
     elif budget is not None:

@@ -8,6 +8,7 @@ store and an embedder:
     candidates.py   reading the query as memories are written: resolve_self, query_vector, coverage
     ranking.py      relevance: fuse, in_context (neighbours), the time scope (time_scope, in_time, fuse_scoped);
                     score, veto, current_first
+    rerank.py       a fitted linear model over each candidate's features reorders them (cfg.rerank)
     packing.py      pack under the budget with per-kind quotas, make_room for history
     confidence.py   evidence_of, confidence: the score bands behind `mnemo.evidence`'s claims
     history.py      history_notes, shaken (held only while a changed fact did), expand, cite
@@ -45,11 +46,14 @@ from .ranking import (
     time_scope,
     veto,
 )
+from .rerank import Reranker, people_of, reranked
+from .rerank import features as rerank_features
 
 __all__ = ["CATEGORY_PRIOR", "EVIDENCE_COVERAGE", "EVIDENCE_DENSE", "FUSIONS", "KIND_PRIOR", "NOT_IN_RECORD",
-           "NO_ROOM", "UNCERTAIN", "cite", "confidence", "coverage", "current_first", "evidence_of", "expand",
-           "fuse", "fuse_scoped", "history_notes", "in_context", "in_time", "make_room", "pack", "prior", "query_vector",
-           "recall", "recency", "relevance", "resolve_self", "score", "shaken", "time_scope", "veto"]
+           "NO_ROOM", "Reranker", "UNCERTAIN", "cite", "confidence", "coverage", "current_first", "evidence_of",
+           "expand", "fuse", "fuse_scoped", "history_notes", "in_context", "in_time", "make_room", "pack",
+           "people_of", "prior", "query_vector", "recall", "recency", "relevance", "reranked", "resolve_self",
+           "score", "shaken", "time_scope", "veto"]
 
 NOT_IN_RECORD = "not in the record"
 NO_ROOM = "nothing relevant fits the budget"
@@ -86,13 +90,17 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         then = (store.search_dense(vector, cfg.candidates, user=user, filters=scope),
                 store.search_lexical(query, cfg.candidates, user=user, filters=scope) if w > 0 else [])
     follows = []
-    if cfg.context_weight > 0:
+    if cfg.context_weight > 0 or cfg.rerank:
         follows = store.links(sorted({m for hits in (dense, lexical, *(then or ())) for m, _ in hits}), ("follows",))
     fused = relevance(dense, lexical, cfg, then, follows)
-    if then is not None:
-        dense, lexical = dense + then[0], lexical + then[1]
-    wanted = ([m for m, _ in dense] if w < 1 else []) + [m for m, _ in lexical]
-    records = store.get_many(list(dict.fromkeys(wanted)))
+    every = [(hits, on) for hits, on in ((dense, w < 1), (lexical, True))]
+    every += [(then[0], w < 1), (then[1], True)] if then is not None else []
+    records = store.get_many(list(dict.fromkeys(m for hits, on in every if on for m, _ in hits)))
+    if cfg.rerank:
+        reranker = Reranker.load(cfg.rerank)
+        ids, x = rerank_features(query, dense, lexical, then, follows, people_of(records.values()),
+                                 reranker.mix_weight)
+        fused = reranked(fused, reranker, ids, x, cfg)
     candidates = [m for m in records.values() if m.user == user]
     # A memory that held only while a root fact did is not current once that fact is gone: shown as uncertain.
     unsure = shaken(store, candidates)
@@ -162,6 +170,7 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
         "fusion": cfg.fusion, "time_scope": [scope["since"].isoformat(), scope["until"].isoformat()] if scope else [],
         "context": {"weight": cfg.context_weight, "links": len(follows)},
+        "rerank": {"model": cfg.rerank, **Reranker.load(cfg.rerank).provenance} if cfg.rerank else {},
         "evidence": "claims, then dense cosine + query coverage",
         "question": describe(q), "confidence_why": why, "evidence_top": round(top, 4),
         "about_asked": evidence.about_asked(q, pack_fits),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
@@ -36,6 +36,7 @@ from mnemo.extract.questions import ask
 from mnemo.memory import Memory
 from mnemo.model import Link, MemoryRecord
 from mnemo.recall import ranking as ranking_stage
+from mnemo.recall import rerank as rerank_stage
 from mnemo.store import DuckDBStore as Store
 
 Progress = Callable[[int, int, str], None]
@@ -163,7 +164,12 @@ def ranking(mem: Memory, query: str, *, user: str, qvec: Any = None, cfg: Recall
     cfg = cfg or mem.config.recall
     dense, lexical = hits(mem, query, user=user, qvec=qvec, k=cfg.candidates, lexical=cfg.lexical_weight > 0)
     then = hits_then(mem, query, user=user, qvec=qvec, k=cfg.candidates) if cfg.time_scope else None
-    return order(dense, lexical, cfg, then, neighbours(mem, dense, lexical, then) if cfg.context_weight > 0 else ())
+    links = neighbours(mem, dense, lexical, then) if cfg.context_weight > 0 or cfg.rerank else []
+    people = {}
+    if cfg.rerank:
+        ids = {m for hit_list in (dense, lexical, *(then or ())) for m, _ in hit_list}
+        people = recall_stage.people_of(mem.store.get_many(sorted(ids)).values())
+    return order(dense, lexical, cfg, then, links, question=query, people=people)
 
 
 def hits(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 50, lexical: bool = True
@@ -211,7 +217,8 @@ def _query_vector(mem: Memory, query: str, user: str, qvec: Any) -> Any:
 
 def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: RecallConfig,
           then: tuple[list[tuple[str, float]], list[tuple[str, float]]] | None = None,
-          links: Sequence[Link] = ()) -> list[tuple[str, float]]:
+          links: Sequence[Link] = (), *, question: str = "", people: Mapping[str, tuple[str, str, int]] | None = None
+          ) -> list[tuple[str, float]]:
     """Return the candidates recall considers under `cfg`, by fused relevance, best first.
 
     Each hit list is cut to `cfg.candidates` (lists are best first, as the store returns them)
@@ -219,9 +226,10 @@ def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg:
     `cfg.context_weight` is above 0); the candidates are the dense hits when the dense weight
     is above 0, plus the lexical hits when the lexical weight is. With `cfg.time_scope` and
     `then` (the hits said in the time the question names, `hits_then`), the time scope ranks
-    those first. Ties in fused relevance keep the order dense-then-lexical hits arrive in
-    (deterministic for one store; the store breaks its own score ties by memory id, which
-    differs between runs).
+    those first. With `cfg.rerank`, the fitted reranker orders them (`recall.rerank`: it reads
+    `question` and `people`, `recall.people_of` the hits). Ties in fused relevance keep the
+    order dense-then-lexical hits arrive in (deterministic for one store; the store breaks its
+    own score ties by memory id, which differs between runs).
     """
     w = cfg.lexical_weight
 
@@ -231,6 +239,12 @@ def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg:
     dense, lexical = cut(dense, lexical)
     then = cut(*then) if cfg.time_scope and then is not None else None
     fused = ranking_stage.relevance(dense, lexical, cfg, then, links)
+    if cfg.rerank:
+        if not question or people is None:
+            raise ConfigError("a recipe with a reranker ranks by the question and the hits' speakers: pass both")
+        reranker = recall_stage.Reranker.load(cfg.rerank)
+        ids, x = rerank_stage.features(question, dense, lexical, then, links, people, reranker.mix_weight)
+        fused = rerank_stage.reranked(fused, reranker, ids, x, cfg)
     if then is not None:
         dense, lexical = dense + then[0], lexical + then[1]
     wanted = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical]))

@@ -30,7 +30,7 @@ import numpy as np
 
 from mnemo.config import Config, RecallConfig, recipe
 from mnemo.errors import ConfigError
-from mnemo.eval import datasets, feature_rerank, metrics
+from mnemo.eval import datasets, metrics
 from mnemo.eval.bench.common import (
     Bench,
     BenchResult,
@@ -43,14 +43,18 @@ from mnemo.eval.bench.common import (
     run_of,
     session_times,
 )
+from mnemo.provenance import git_commit
+from mnemo.recall import rerank as rerank_stage
 
 KEYS = ("R@5", "R@10", "nDCG@10", "RR")
+IN_SAMPLE = "[in-sample: its reranker was fitted on these conversations]"
 SELECT_BY = ("R@10", "nDCG@10")  # what selection maximises on the training folds, in order of precedence
 
 
 def _grid() -> dict[str, RecallConfig]:
-    # Every lever off but the one a candidate names: the default's time scope and context are candidates here.
-    base = replace(RecallConfig(), time_scope=False, context_weight=0.0)
+    # Every lever off but the ones a candidate names: the default's time scope and context are candidates here;
+    # its reranker is fitted per fold instead ("feature rerank"), never chosen from a grid.
+    base = replace(RecallConfig(), time_scope=False, context_weight=0.0, rerank="")
     grid = {"dense": recipe("dense").recall, "bm25": recipe("bm25").recall, "hybrid": recipe("hybrid").recall}
     # RRF at 0.5 is hybrid itself.
     for w in (0.3, 0.7, 0.8, 0.9):
@@ -125,7 +129,7 @@ def cross_validate(rows: Sequence[Mapping[str, Any]], folds: Sequence[Sequence[s
 
 def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "default"), *, folds: int = 4,
               limit: int | None = None, embedder: Any = "minilm", llm: Any = "offline", rerank: bool = False,
-              progress: Progress | None = None, **_ignored: Any) -> BenchResult:
+              save_reranker: str | None = None, progress: Progress | None = None, **_ignored: Any) -> BenchResult:
     """Return out-of-fold turn retrieval on LoCoMo or REALTALK: fixed `recipes` and the fold-selected candidate.
 
     Rows: one per question and system (each fixed recipe, and "selected"), with its fold, the
@@ -133,7 +137,8 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     categories, every fold: mean of questions, plus R@10_sd and nDCG@10_sd across fold means),
     "<system> | fold k" and "<system> | cat c ...". params["folds"] records each fold's
     conversations, choice and training score; params["candidates"] the grid. With `rerank`, the
-    system "feature rerank" is `feature_rerank` fitted per fold on the other folds (an experiment).
+    system "feature rerank" is `recall.rerank` fitted per fold on the other folds. `save_reranker`
+    writes one reranker fitted on every conversation (what `RecallConfig.rerank` ships).
     """
     ds = datasets.load(name)
     convs = ds.conversations[:limit] if limit else ds.conversations
@@ -150,14 +155,13 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     qrels: dict[str, dict[str, int]] = {}
     meta: dict[str, dict[str, Any]] = {}
     pool: dict[str, tuple[list[str | None], Any, Any]] = {}  # per question: candidates, features, labels
+    categories: dict[str, int] = {}
     for ci, conv in enumerate(convs):
         qs = [q for q in ds.questions if q.conversation_id == conv.id]
         times = session_times(conv)
         mem = bench.open(max(times) + timedelta(days=1))["default"]
         dia_of = add_turns(mem, conv, times, bench.emb.embed([t.document for t in conv.turns]))
-        turn_of = {t.dia_id: t for t in conv.turns}
-        speaker_of = {m: (turn_of[d].speaker, " ".join(x for x in conv.speakers if x != turn_of[d].speaker),
-                          len(turn_of[d].text)) for m, d in dia_of.items()}
+        people = rerank_stage.people_of(mem.store.memories(conv.id))
         qvecs = bench.emb.embed([q.question for q in qs]) if qs else []
         for q, qv in zip(qs, qvecs, strict=True):
             dense, lexical = hits(mem, q.question, user=conv.id, qvec=qv, k=depth)
@@ -165,18 +169,28 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
             links = neighbours(mem, dense, lexical, then)
             for sname, cfg in systems.items():
                 key = f"{q.id}@{sname}"
-                runs[key] = run_of([dia_of.get(m) for m, _ in order(dense, lexical, cfg, then, links)])
+                ranked = order(dense, lexical, cfg, then, links, question=q.question, people=people)
+                runs[key] = run_of([dia_of.get(m) for m, _ in ranked])
                 qrels[key] = dict.fromkeys(q.evidence, 1)
                 meta[key] = {"question_id": q.id, "conversation": conv.id, "fold": fold_of[conv.id],
                              "category": q.category, "category_name": q.category_name, "n_gold": len(q.evidence)}
-            if rerank:
-                ids, x = feature_rerank.features(q.question, dense, lexical, speaker_of, then, links)
+            if rerank or save_reranker:
+                categories[q.id] = q.category
+                ids, x = rerank_stage.features(q.question, dense, lexical, then, links, people)
                 dias = [dia_of.get(m) for m in ids]
                 pool[q.id] = (dias, x, np.asarray([float(d in q.evidence) for d in dias]))
         mem.close()
         if progress:
             progress(ci + 1, len(convs), conv.id)
     rerank_fits = _rerank_folds(pool, meta, split, main, runs, qrels) if rerank else []
+    if save_reranker:
+        # One reranker on every conversation's main-category questions: what recall ships (its out-of-fold
+        # figure is the "feature rerank" system above, fitted per fold the same way).
+        everyone = [q for q in pool if categories.get(q) in main]
+        rerank_stage.fit([pool[q][1] for q in everyone], [pool[q][2] for q in everyone], dataset=name,
+                         conversations=[c.id for c in convs], questions=len(everyone), embedder=bench.emb.name,
+                         commit=git_commit(), fitted_by=f"mnemo eval {name} --folds {folds} --feature-rerank "
+                         "--save-reranker PATH").save(save_reranker)
     scored, _ = metrics.ranking_metrics(runs, qrels, ks=(5, 10)) if qrels else ([], {})
     per: dict[str, dict[str, Any]] = {}
     for r in scored:
@@ -185,10 +199,15 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     cand_rows = [{**r, "candidate": r["system"].removeprefix("cand:")} for r in per.values()
                  if r["system"].startswith("cand:")]
     chosen = cross_validate(cand_rows, split, list(CANDIDATES), main)
+    # A fixed recipe whose reranker was fitted on these conversations is scored on its own training data:
+    # its rows are labelled so (IN_SAMPLE), and the out-of-fold figure for it is "feature rerank".
+    seen = {c.id for c in convs}
+    label = {r: f"{r} {IN_SAMPLE}" if cfg.rerank and seen & set(
+        rerank_stage.Reranker.load(cfg.rerank).provenance.get("conversations", ())) else r for r, cfg in fixed.items()}
     rows = []
     for r in per.values():
         if r["system"].startswith("recipe:"):
-            rname = r["system"].removeprefix("recipe:")
+            rname = label[r["system"].removeprefix("recipe:")]
             rows.append({"qid": f"{r['question_id']}@{rname}", **r, "recipe": rname, "candidate": rname})
         elif r["system"] == "feature rerank":
             rows.append({"qid": f"{r['question_id']}@rerank", **r, "recipe": "feature rerank",
@@ -227,16 +246,15 @@ def _rerank_folds(pool: Mapping[str, tuple[list[str | None], Any, Any]], meta: d
     for k, test in enumerate(split):
         held = set(test)
         train = [q for q in pool if info[q][1]["conversation"] not in held and info[q][1]["category"] in main]
-        model = feature_rerank.fit([pool[q][1] for q in train], [pool[q][2] for q in train])
+        model = rerank_stage.fit([pool[q][1] for q in train], [pool[q][2] for q in train])
         for q, (dias, x, _) in pool.items():
             if info[q][1]["conversation"] in held:
-                ranked = feature_rerank.rerank(model, list(range(len(dias))), x)
+                ranked = rerank_stage.order(model, list(range(len(dias))), x)
                 key = f"{q}@feature rerank"
                 runs[key] = run_of([dias[i] for i in ranked])
                 qrels[key], meta[key] = qrels[info[q][0]], dict(info[q][1])
-        coef = model[-1].coef_[0]
         out.append({"fold": k, "train_questions": len(train),
-                    "coef": dict(zip(feature_rerank.FEATURES, (round(float(c), 4) for c in coef), strict=True))})
+                    "coef": dict(zip(rerank_stage.FEATURES, (round(c, 4) for c in model.coef), strict=True))})
     return out
 
 

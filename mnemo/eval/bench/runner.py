@@ -25,7 +25,7 @@ from mnemo.eval.bench.common import RUNNERS, TABLES, BenchResult, Progress
 # Retrieval benchmarks compare the retrievers; the others run the default write + recall path.
 DEFAULT_RECIPES = {"locomo": ("dense", "bm25", "hybrid"), "realtalk": ("dense", "bm25", "hybrid")}
 # With --folds: the fixed recipes reported beside the fold-selected one (hybrid is the old default).
-FOLD_RECIPES = ("dense", "bm25", "hybrid", "default")
+FOLD_RECIPES = ("dense", "bm25", "hybrid", "fusion", "default")
 
 
 def run_benchmark(name: str, recipes: Sequence[str] | None = None, **kwargs: Any) -> BenchResult:
@@ -122,10 +122,11 @@ def run_eval(benchmark: str, *, recipes: Sequence[str] | None = None, llm: str =
 
         res = run_folds(benchmark, tuple(recipes or FOLD_RECIPES), folds=options["folds"], limit=limit,
                         embedder=embedder or "minilm", llm=llm, rerank=bool(options.get("rerank")),
-                        progress=progress)
+                        save_reranker=options.get("save_reranker"), progress=progress)
     else:
         options.pop("folds", None)
         options.pop("rerank", None)
+        options.pop("save_reranker", None)
         res = run_benchmark(benchmark, recipes, limit=limit, embedder=embedder or "minilm", llm=llm,
                             progress=progress, **options)
     paths = write_results(folder, benchmark=res.name, rows=res.rows, aggregates=res.aggregates, configs=res.configs,
