@@ -372,6 +372,30 @@ class SQLTool:
         self.attributes = frozenset(cols)
         self.name = name or f"sql:{table}"
 
+    @classmethod
+    def from_rows(cls, rows: Mapping[str, Mapping[str, Any]], *, table: str = "records",
+                  key_col: str = "record_key", name: str | None = None) -> SQLTool:
+        """Return an SQLTool over an in-memory DuckDB table built from `rows` ({record key: {attribute: value}}).
+
+        For a system of record held as data (a fixture, a labelled case): a column whose
+        every value is an int is BIGINT, any other VARCHAR (values as text), a missing value
+        NULL. The tool owns the connection, so after `close()` every call raises, as an
+        unreachable database would.
+        """
+        import duckdb
+
+        attrs = sorted({a for r in rows.values() for a in r})
+        ints = {a for a in attrs if all(isinstance(r.get(a), int) for r in rows.values() if a in r)}
+        cols = [f"{_ident(key_col)} VARCHAR", *(f"{_ident(a)} {'BIGINT' if a in ints else 'VARCHAR'}" for a in attrs)]
+        con = duckdb.connect()
+        con.execute(f"CREATE TABLE {_ident(table)} ({', '.join(cols)})")
+        for key, r in rows.items():
+            con.execute(f"INSERT INTO {_ident(table)} VALUES (?{', ?' * len(attrs)})",
+                        [key, *[r.get(a) if a in ints or r.get(a) is None else str(r[a]) for a in attrs]])
+        tool = cls(con, table, key_col, attrs, name=name)
+        tool._owned = True
+        return tool
+
     def __call__(self, memory: MemoryRecord) -> Any:
         """Return the record's current value of the memory's attribute; None when there is no such row."""
         col = self._cols.get(memory.attribute or "")

@@ -32,11 +32,10 @@ STAGES = ("mnemo/assess.py", "mnemo/audit.py", "mnemo/answer.py", "mnemo/portabl
 
 # Modules outside the store package that import a database engine, and why.
 ENGINE_EXCEPTIONS = {
-    "mnemo/assess.py": "SQLTool queries the caller's system of record (a DuckDB table), never mnemo's store",
+    "mnemo/assess.py": "SQLTool queries the caller's system of record (a DuckDB table, or one SQLTool.from_rows "
+                       "builds in memory), never mnemo's store",
     "mnemo/sweeps.py": "collects finished sweep points' JSON into one Parquet / DuckDB table: DuckDB as a query "
                        "engine over result files, not the memory store",
-    "mnemo/eval/trust_eval.py": "builds a throwaway DuckDB system of record for SQLTool in the trust evaluation "
-                                "(the research wing; owned by the eval restructuring, issue #19)",
 }
 
 
