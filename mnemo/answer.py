@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .model import Recall
 from .recall import NOT_IN_RECORD
+
+if TYPE_CHECKING:
+    from .llm import LLM
 
 _CITED = re.compile(r"\b[me]-[0-9a-f]{16}\b")
 
@@ -31,7 +34,7 @@ class Answer:
     provenance: dict[str, Any] = field(default_factory=dict)
 
 
-def answer(llm, recall: Recall) -> Answer:
+def answer(llm: LLM, recall: Recall) -> Answer:
     """Return the answer to `recall.query` grounded in its packed memories."""
     if recall.confidence == "unknown" or not recall.memories:
         return Answer(NOT_IN_RECORD, [], recall.confidence, True, recall, "abstention",
@@ -48,7 +51,7 @@ def answer(llm, recall: Recall) -> Answer:
     return Answer(text, cited, recall.confidence, abstained, recall, llm.mode, {"llm": llm.provenance()})
 
 
-def _extractive(recall: Recall, llm) -> Answer:
+def _extractive(recall: Recall, llm: LLM) -> Answer:
     """Answer offline with the best packed memory, and the correction that replaced an older one."""
     best = recall.memories[0]
     parts = [f"{best.text} [{best.id}]"]

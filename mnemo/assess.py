@@ -35,13 +35,17 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .config import TrustConfig
+from .config import Config, TrustConfig
 from .decay import age_days
 from .errors import InvalidInput
 from .model import Action, Candidate, MemoryRecord, Packed, Recall, Supersession
 from .normalise import RECORD_ID, normalise_value, parse_date, value_key
+
+if TYPE_CHECKING:
+    from .embed import Embedder
+    from .store import Store
 
 VERDICTS = ("act", "escalate")
 CLAIM_STATUSES = ("verified", "regrounded", "unverified", "unchecked", "unverifiable")
@@ -368,6 +372,30 @@ class SQLTool:
         self.attributes = frozenset(cols)
         self.name = name or f"sql:{table}"
 
+    @classmethod
+    def from_rows(cls, rows: Mapping[str, Mapping[str, Any]], *, table: str = "records",
+                  key_col: str = "record_key", name: str | None = None) -> SQLTool:
+        """Return an SQLTool over an in-memory DuckDB table built from `rows` ({record key: {attribute: value}}).
+
+        For a system of record held as data (a fixture, a labelled case): a column whose
+        every value is an int is BIGINT, any other VARCHAR (values as text), a missing value
+        NULL. The tool owns the connection, so after `close()` every call raises, as an
+        unreachable database would.
+        """
+        import duckdb
+
+        attrs = sorted({a for r in rows.values() for a in r})
+        ints = {a for a in attrs if all(isinstance(r.get(a), int) for r in rows.values() if a in r)}
+        cols = [f"{_ident(key_col)} VARCHAR", *(f"{_ident(a)} {'BIGINT' if a in ints else 'VARCHAR'}" for a in attrs)]
+        con = duckdb.connect()
+        con.execute(f"CREATE TABLE {_ident(table)} ({', '.join(cols)})")
+        for key, r in rows.items():
+            con.execute(f"INSERT INTO {_ident(table)} VALUES (?{', ?' * len(attrs)})",
+                        [key, *[r.get(a) if a in ints or r.get(a) is None else str(r[a]) for a in attrs]])
+        tool = cls(con, table, key_col, attrs, name=name)
+        tool._owned = True
+        return tool
+
     def __call__(self, memory: MemoryRecord) -> Any:
         """Return the record's current value of the memory's attribute; None when there is no such row."""
         col = self._cols.get(memory.attribute or "")
@@ -412,10 +440,14 @@ class Assessment:
         return self.verdict == "escalate"
 
 
-def assess(mem: Any, recall: Recall, tools: Any = None) -> Assessment:
-    """Return the Assessment of `recall`: check verifiable claims, supersede stale ones, score, decide."""
-    cfg: TrustConfig = mem.config.trust
-    now = mem.clock.now()
+def assess(store: Store, embedder: Embedder, recall: Recall, tools: Any = None, *, cfg: Config,
+           now: datetime) -> Assessment:
+    """Return the Assessment of `recall` at `now`: check verifiable claims, supersede stale ones, score, decide.
+
+    `cfg.trust` sets thresholds and the tool timeout; a re-grounded value is written through
+    the write path (`cfg` whole) with its vector from `embedder`.
+    """
+    trust_cfg = cfg.trust
     bound = bind_tools(tools)
     jobs = []
     for p in recall.memories:
@@ -423,28 +455,30 @@ def assess(mem: Any, recall: Recall, tools: Any = None) -> Assessment:
             tool = next((b for b in bound if b.covers(p.memory)), None)
             if tool is not None:
                 jobs.append((p.memory, tool))
-    checks = run_checks(jobs, cfg.tool_timeout_s, now)
-    claims = tuple(judge_claim(p.memory, checks.get(p.id), now, cfg) for p in recall.memories)
+    checks = run_checks(jobs, trust_cfg.tool_timeout_s, now)
+    claims = tuple(judge_claim(p.memory, checks.get(p.id), now, trust_cfg) for p in recall.memories)
     packed: list[Packed] = []
     written: list[Supersession] = []
     for p, claim in zip(recall.memories, claims, strict=True):
         if claim.status != "regrounded":
             packed.append(p)
             continue
-        new = _supersede(mem, claim, now, written)
+        new = _supersede(store, embedder, claim, cfg, now, written)
         note = f"re-grounded by {claim.check.tool} at {now.isoformat(timespec='seconds')}: was {p.memory.value!r}"
         packed.append(Packed(new, p.score, p.tokens, p.scores, note))
     from .recall import cite
 
     trust = pack_trust(claims)
     pack = replace(recall, memories=packed, citations=cite(packed))
-    provenance = {"at": now.isoformat(), "act_threshold": cfg.act_threshold, "tools": [b.name for b in bound],
-                  "checked": len(jobs), "config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
-                  "store": getattr(mem.store, "path", None)}
-    return Assessment(decide(trust, cfg), trust, claims, pack, tuple(written), provenance)
+    provenance = {"at": now.isoformat(), "act_threshold": trust_cfg.act_threshold,
+                  "tools": [b.name for b in bound], "checked": len(jobs),
+                  "config": {k: getattr(trust_cfg, k) for k in trust_cfg.__dataclass_fields__},
+                  "store": getattr(store, "path", None)}
+    return Assessment(decide(trust, trust_cfg), trust, claims, pack, tuple(written), provenance)
 
 
-def _supersede(mem: Any, claim: Claim, now: datetime, written: list[Supersession]) -> MemoryRecord:
+def _supersede(store: Store, embedder: Embedder, claim: Claim, cfg: Config, now: datetime,
+               written: list[Supersession]) -> MemoryRecord:
     """Write the re-grounded value through the write path and return the memory that now holds it.
 
     A memory already superseded since the recall, or a read-only store, gets the
@@ -454,12 +488,12 @@ def _supersede(mem: Any, claim: Claim, now: datetime, written: list[Supersession
 
     old, check, fresh = claim.memory, claim.check, claim.fresh_value or ""
     text = rewrite_text(old, fresh)
-    current = mem.store.get(old.id)
-    if not current.active or mem.store.read_only:
+    current = store.get(old.id)
+    if not current.active or store.read_only:
         return replace(old, text=text, value=fresh, source="tool")
-    turn = write.record_turn(mem.store, f"{check.tool} reports {old.record_id or old.subject} {old.attribute} = "
+    turn = write.record_turn(store, f"{check.tool} reports {old.record_id or old.subject} {old.attribute} = "
                              f"{answer_text(check.answer)} (memory {old.id} said {old.value})", user=old.user,
-                             session=old.session, agent="mnemo.assess", at=now, cfg=mem.config, role="tool",
+                             session=old.session, agent="mnemo.assess", at=now, cfg=cfg, role="tool",
                              meta={"tool": check.tool, "memory_id": old.id})
     cand = Candidate(text=text, kind=old.kind, category=old.category, subject=old.subject, attribute=old.attribute,
                      value=fresh, record_id=old.record_id, references=old.references, importance=old.importance,
@@ -468,6 +502,6 @@ def _supersede(mem: Any, claim: Claim, now: datetime, written: list[Supersession
     evidence = {"tool": check.tool, "answer": answer_text(check.answer), "old_value": old.value,
                 "at": now.isoformat()}
     action = Action(op="supersede", candidate=cand, target_id=old.id, reason="re-grounded", evidence=evidence)
-    report = write.apply(mem.store, [action], [cand], mem.embedder.embed([text]), turn=turn, cfg=mem.config)
+    report = write.apply(store, [action], [cand], embedder.embed([text]), turn=turn, cfg=cfg)
     written.extend(report.superseded)
     return report.superseded[0].new if report.superseded else replace(old, text=text, value=fresh, source="tool")

@@ -5,7 +5,7 @@
     report.absences         # references to records (or memories) that no active memory holds
     report.semantic         # opposite-meaning pairs about one subject: "conflict" or "inconclusive"
     plan = mem.consolidate(user="ops")    # proposals only
-    apply_consolidation(mem, plan.approve("p1", "p3"))
+    apply_consolidation(mem.store, plan.approve("p1", "p3"), cfg=mem.config, now=mem.clock.now())
 
 Memories are grouped by the record they describe: an explicit record id, else the
 source record named in `meta["record"]`, else the canonical subject. Never by a
@@ -24,15 +24,20 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .assess import values_agree
+from .config import Config, TrustConfig
 from .decay import age_days, salience
 from .errors import InvalidInput, MnemoError
 from .model import SOURCES, Action, Event, MemoryRecord
 from .normalise import RECORD_ID, content_tokens
+
+if TYPE_CHECKING:
+    from .llm import LLM
+    from .store import Store
 
 IMPORTANCE_GAP = 0.2  # importance difference that decides a contradiction on the first rung
 MAX_SEMANTIC_PAIRS = 200  # judge calls per audit at most; the rest are counted as not judged
@@ -299,26 +304,29 @@ def semantic_pairs(memories: Sequence[MemoryRecord], vecs: np.ndarray, min_cosin
 
 
 # ----------------------------------------------------------------- the audit stage
-def audit(mem: Any, user: str) -> AuditReport:
-    """Return the AuditReport of one user's active memories; reads the store, never writes it."""
-    now = mem.clock.now()
-    everything = mem.store.memories(user, include_inactive=True)
+def audit(store: Store, llm: LLM, user: str, *, cfg: TrustConfig, now: datetime) -> AuditReport:
+    """Return the AuditReport of one user's active memories at `now`; reads the store, never writes it.
+
+    An offline `llm` judges opposite-meaning pairs by polarity, a live one by the model;
+    `cfg.audit_pair_cosine` sets how alike two memories must be to be judged.
+    """
+    everything = store.memories(user, include_inactive=True)
     known = {m.id: m.status for m in everything}
     active = [m for m in everything if m.active]
     contradictions = find_contradictions(active)
     absences = find_absences(active, known)
-    offline = getattr(mem.llm, "offline", True)
-    judge = (lambda a, b, s: polarity_judge(a.text, b.text)) if offline else model_pair_judge(mem.llm)
+    offline = getattr(llm, "offline", True)
+    judge = (lambda a, b, s: polarity_judge(a.text, b.text)) if offline else model_pair_judge(llm)
     name = "polarity-heuristic-v1" if offline else "model"
-    vecs = mem.store.vectors([m.id for m in active]) if active else np.zeros((0, 1), np.float32)
-    pairs = semantic_pairs(active, vecs, mem.config.trust.audit_pair_cosine)
+    vecs = store.vectors([m.id for m in active]) if active else np.zeros((0, 1), np.float32)
+    pairs = semantic_pairs(active, vecs, cfg.audit_pair_cosine)
     semantic = []
     for i, j, cos in pairs[:MAX_SEMANTIC_PAIRS]:
         verdict, why, error = judge_pair(judge, active[i], active[j], record_key(active[i]) or "")
         if verdict != "no_conflict":
             semantic.append(SemanticFinding(active[i].id, active[j].id, record_key(active[i]) or "", round(cos, 4),
                                             verdict, name, why, error))
-    provenance = {"at": now.isoformat(), "judge": name, "llm": mem.llm.provenance() if not offline else "offline",
+    provenance = {"at": now.isoformat(), "judge": name, "llm": llm.provenance() if not offline else "offline",
                   "active": len(active), "pairs": len(pairs), "judged": min(len(pairs), MAX_SEMANTIC_PAIRS),
                   "importance_gap": IMPORTANCE_GAP, "ladder": ["importance", "source", "recency"]}
     return AuditReport(user, now, tuple(contradictions), tuple(absences), tuple(semantic), provenance)
@@ -388,11 +396,10 @@ def _near_duplicates(active: list[MemoryRecord], vecs: np.ndarray, threshold: fl
     return [c for c in clusters.values() if len(c) > 1]
 
 
-def propose_consolidation(mem: Any, user: str) -> Consolidation:
-    """Return merge, forget and salience proposals for one user's active memories; writes nothing."""
-    now, cfg = mem.clock.now(), mem.config
-    active = mem.store.memories(user)
-    vecs = mem.store.vectors([m.id for m in active]) if active else np.zeros((0, 1), np.float32)
+def propose_consolidation(store: Store, user: str, *, cfg: Config, now: datetime) -> Consolidation:
+    """Return merge, forget and salience proposals for one user's active memories at `now`; writes nothing."""
+    active = store.memories(user)
+    vecs = store.vectors([m.id for m in active]) if active else np.zeros((0, 1), np.float32)
     proposals: list[Proposal] = []
 
     def propose(op: str, ids: tuple[str, ...], reason: str, **kw: Any) -> None:
@@ -442,15 +449,16 @@ def _refusal(p: Proposal, found: dict[str, MemoryRecord]) -> str | None:
     return None
 
 
-def apply_consolidation(mem: Any, approved: Iterable[Proposal]) -> ConsolidationReport:
-    """Apply exactly the approved proposals through the write path; refuse any that name unknown ids."""
+def apply_consolidation(store: Store, approved: Iterable[Proposal], *, cfg: Config,
+                        now: datetime) -> ConsolidationReport:
+    """Apply exactly the approved proposals through the write path at `now`; refuse any that name unknown ids."""
     from . import write
     from .store import new_id
 
     approved = list(approved)
     report = ConsolidationReport()
     named = [i for p in approved for i in (*p.memory_ids, p.keep_id) if i]
-    found = mem.store.get_many(list(dict.fromkeys(named)))
+    found = store.get_many(list(dict.fromkeys(named)))
     plan: list[Action] = []
     salience_changes: list[Proposal] = []
     claimed: set[str] = set()
@@ -481,18 +489,17 @@ def apply_consolidation(mem: Any, approved: Iterable[Proposal]) -> Consolidation
             salience_changes.append(p)
     if not report.applied:
         return report
-    now = mem.clock.now()
-    turn = write.record_turn(mem.store, f"consolidation: approved {', '.join(p.id for p in report.applied)}",
-                             user=owner, session=None, agent="mnemo.audit", at=now, cfg=mem.config, role="system")
+    turn = write.record_turn(store, f"consolidation: approved {', '.join(p.id for p in report.applied)}",
+                             user=owner, session=None, agent="mnemo.audit", at=now, cfg=cfg, role="system")
     report.turn_id = turn.id
     if plan:
-        write.apply(mem.store, plan, [], np.zeros((0, mem.store.dim), np.float32), turn=turn, cfg=mem.config)
+        write.apply(store, plan, [], np.zeros((0, store.dim), np.float32), turn=turn, cfg=cfg)
     # Importance is not a status, so the write plan has no op for it: a reviewed event records the change.
-    with mem.store.transaction():
+    with store.transaction():
         for p in salience_changes:
             old = found[p.memory_ids[0]]
-            mem.store.set_importance(old.id, float(p.importance))
-            mem.store.insert_events([Event(new_id("e"), old.id, now, "reviewed", "active", "active", p.reason,
+            store.set_importance(old.id, float(p.importance))
+            store.insert_events([Event(new_id("e"), old.id, now, "reviewed", "active", "active", p.reason,
                                            {"proposal": p.id, "importance_from": old.importance,
                                             "importance_to": p.importance}, turn.id)])
     return report

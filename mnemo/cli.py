@@ -345,11 +345,11 @@ def import_cmd(path: Path = typer.Argument(..., help="A JSON export written by `
                                                              "skip: skip them and say which."),
                as_json: bool = JSON_OUT) -> None:
     """Load a JSON export into a store (new or existing) without re-embedding; existing ids are refused or skipped."""
+    from . import portable
     from .memory import Memory
-    from .portable import load, open_target
 
-    with open_target(Memory, path, store, embedder=embedder) as mem:
-        rep = load(mem, path, on_conflict=on_conflict)
+    with Memory.open(store, embedder=portable.target_embedder(path, store, embedder)) as mem:
+        rep = portable.load(mem.store, path, on_conflict=on_conflict)
     if as_json:
         _dump(rep)
         return

@@ -25,11 +25,16 @@ import math
 import re
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from .clock import utc
 from .config import DecayConfig
 from .errors import MnemoError
 from .model import Event, MemoryRecord, new_id
+
+if TYPE_CHECKING:
+    from .llm import LLM
+    from .store import Store
 
 REVIEW_JUDGE = "offline-rules-v1"
 
@@ -213,7 +218,7 @@ def _as_datetime(value: object) -> datetime | None:
 
 
 # ----------------------------------------------------------------- stages over a store
-def decay(store, now: datetime, cfg: DecayConfig) -> list[tuple[str, float]]:
+def decay(store: Store, now: datetime, cfg: DecayConfig) -> list[tuple[str, float]]:
     """Tombstone every active memory whose salience is under the threshold; return (id, salience).
 
     The store evaluates `salience` in SQL over the whole table in one pass
@@ -230,7 +235,7 @@ REVIEW_SCHEMA = {
 }
 
 
-def model_review(llm) -> Callable[[MemoryRecord, datetime, DecayConfig], dict]:
+def model_review(llm: LLM) -> Callable[[MemoryRecord, datetime, DecayConfig], dict]:
     """Return a review judge backed by the model; on any model error it keeps the memory and says why."""
 
     def judge(memory: MemoryRecord, now: datetime, cfg: DecayConfig | None = None) -> dict:
@@ -248,7 +253,7 @@ def model_review(llm) -> Callable[[MemoryRecord, datetime, DecayConfig], dict]:
     return judge
 
 
-def review_expired(store, now: datetime, cfg: DecayConfig,
+def review_expired(store: Store, now: datetime, cfg: DecayConfig,
                    judge: Callable[..., dict] = review_offline) -> list[dict]:
     """Judge every memory past its TTL: forget it (reason "expired") or keep it for another TTL; return verdicts."""
     verdicts = []

@@ -11,9 +11,16 @@ from typing import Any
 
 import numpy as np
 
+from . import answer as answer_stage
+from . import assess as assess_stage
+from . import audit as audit_stage
 from . import decay as decay_stage
+from . import portable
 from . import recall as recall_stage
 from . import write as write_stage
+from .answer import Answer
+from .assess import Assessment
+from .audit import AuditReport, Consolidation
 from .clock import Clock, WallClock, utc
 from .config import Config, recipe
 from .embed import Embedder, make_embedder
@@ -229,43 +236,45 @@ class Memory:
         return result
 
     # ----------------------------------------------------------------- trust and portability
-    def assess(self, recall: Recall, tools: Any = None) -> Any:
+    def assess(self, recall: Recall, tools: Any = None) -> Assessment:
         """Re-ground the verifiable claims of a recall and decide act or escalate (see mnemo.assess)."""
-        from .assess import assess
+        return assess_stage.assess(self.store, self.embedder, recall, tools, cfg=self.config, now=self.clock.now())
 
-        return assess(self, recall, tools)
-
-    def audit(self, user: str) -> Any:
+    def audit(self, user: str) -> AuditReport:
         """Report contradictions and dangling references with recommended resolutions; changes nothing."""
-        from .audit import audit
+        return audit_stage.audit(self.store, self.llm, user, cfg=self.config.trust, now=self.clock.now())
 
-        return audit(self, user)
-
-    def consolidate(self, user: str) -> Any:
+    def consolidate(self, user: str) -> Consolidation:
         """Propose merges, forgets and salience changes; nothing is applied until approved."""
-        from .audit import propose_consolidation
-
-        return propose_consolidation(self, user)
+        return audit_stage.propose_consolidation(self.store, user, cfg=self.config, now=self.clock.now())
 
     def export(self, path: str | Path, *, user: str | None = None, fmt: str = "json") -> Path:
         """Write the store (or one user's memories) with vectors and tombstones to `path`."""
-        from .portable import export
-
-        return export(self, path, user=user, fmt=fmt)
+        return portable.export(self.store, path, user=user, fmt=fmt)
 
     @classmethod
-    def import_(cls, path: str | Path, store: str | Path = ":memory:", **open_kwargs: Any) -> Memory:
-        """Open `store` (new or existing) and load an export into it, without re-embedding."""
-        from .portable import import_into
+    def import_(cls, path: str | Path, store: str | Path = ":memory:", *, on_conflict: str = "error",
+                **open_kwargs: Any) -> Memory:
+        """Open `store` (new or existing) and load an export into it, without re-embedding.
 
-        return import_into(cls, path, store, **open_kwargs)
+        A new store takes the export's embedder, an existing one keeps its own (see
+        `portable.target_embedder`); ids already in it are refused, or skipped with
+        on_conflict="skip".
+        """
+        open_kwargs["embedder"] = portable.target_embedder(path, store, open_kwargs.get("embedder"))
+        mem = cls.open(store, **open_kwargs)
+        try:
+            portable.load(mem.store, path, on_conflict=on_conflict)
+        except BaseException:
+            mem.close()
+            raise
+        return mem
 
     def answer(self, question: str, *, user: str, budget_tokens: int | None = None,
-               filters: dict[str, Any] | None = None) -> Any:
+               filters: dict[str, Any] | None = None) -> Answer:
         """Answer a question from the packed memories, citing them; abstain when the record is silent."""
-        from .answer import answer
-
-        return answer(self.llm, self.recall(question, user=user, budget_tokens=budget_tokens, filters=filters))
+        return answer_stage.answer(self.llm, self.recall(question, user=user, budget_tokens=budget_tokens,
+                                                         filters=filters))
 
     def get(self, memory_id: str) -> MemoryRecord:
         """Return one memory, active or tombstoned (NotFound for an unknown id)."""

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +49,9 @@ from .clock import utc
 from .errors import ConfigError, EmbedderMismatch, InvalidInput
 from .model import Event, Link, MemoryRecord, Turn
 from .store import Store, recorded_embedder
+
+if TYPE_CHECKING:
+    from .embed import Embedder
 
 FORMAT = "mnemo-export"
 FORMAT_VERSION = 1
@@ -185,11 +188,11 @@ def write(chunks: Iterable[bytes], path: str | Path) -> Path:
     return path
 
 
-def export(mem: Any, path: str | Path, *, user: str | None = None, fmt: str = "json") -> Path:
-    """Write the store of `mem` (or one user's memories) to `path` as JSON Lines or Markdown; return the path."""
+def export(store: Store, path: str | Path, *, user: str | None = None, fmt: str = "json") -> Path:
+    """Write `store` (or one user's memories) to `path` as JSON Lines or Markdown; return the path."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}; use 'json' (lossless, importable) or 'markdown' (for people)")
-    chunks = json_lines(mem.store, user) if fmt == "json" else markdown_lines(mem.store, user)
+    chunks = json_lines(store, user) if fmt == "json" else markdown_lines(store, user)
     return write(chunks, path)
 
 
@@ -227,11 +230,10 @@ def _header(raw: bytes, where: str) -> dict[str, Any]:
     return head
 
 
-def load(mem: Any, path: str | Path, *, on_conflict: str = "error", batch_size: int = 1000) -> ImportReport:
-    """Load a JSON export into the open store of `mem` in one transaction; return what was added and skipped."""
+def load(store: Store, path: str | Path, *, on_conflict: str = "error", batch_size: int = 1000) -> ImportReport:
+    """Load a JSON export into the open `store` in one transaction; return what was added and skipped."""
     if on_conflict not in CONFLICTS:
         raise ConfigError(f"on_conflict must be 'error' or 'skip', not {on_conflict!r}")
-    store: Store = mem.store
     report = ImportReport(str(path))
     with open(path, "rb") as f:
         first = f.readline()
@@ -321,21 +323,15 @@ def embedder_spec(name: str) -> str:
     raise ConfigError(f"cannot tell which embedder builds {name!r}; pass embedder=... to Memory.import_")
 
 
-def open_target(cls: Any, path: str | Path, store: str | Path = ":memory:", **open_kwargs: Any) -> Any:
-    """Open `store` with `cls.open` for importing `path`: an existing store keeps its embedder, a new one takes the export's."""
+def target_embedder(path: str | Path, store: str | Path = ":memory:",
+                    embedder: str | Embedder | None = None) -> str | Embedder:
+    """Return the embedder to open `store` with for importing the export at `path`.
+
+    The one given wins; else an existing store keeps its own, and a new one takes the
+    export's. The export's header is read first, so a file that is not one is refused
+    before any store is opened or created.
+    """
     head = read_header(path)
-    if open_kwargs.get("embedder") is None:
-        open_kwargs["embedder"] = embedder_spec(recorded_embedder(store) or str(head.get("embedder")))
-    return cls.open(store, **open_kwargs)
-
-
-def import_into(cls: Any, path: str | Path, store: str | Path = ":memory:", *, on_conflict: str = "error",
-                **open_kwargs: Any) -> Any:
-    """Open `store` (see `open_target`), load the export into it and return the open Memory."""
-    mem = open_target(cls, path, store, **open_kwargs)
-    try:
-        load(mem, path, on_conflict=on_conflict)
-    except BaseException:
-        mem.close()
-        raise
-    return mem
+    if embedder is not None:
+        return embedder
+    return embedder_spec(recorded_embedder(store) or str(head.get("embedder")))

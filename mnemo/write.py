@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,10 @@ from .extract import AHEAD, extract, parsed_texts, read_ahead
 from .model import Action, Candidate, Event, Forgetting, Link, MemoryRecord, Supersession, Turn, WriteReport
 from .reconcile import plan_writes
 from .store import Store, new_id
+
+if TYPE_CHECKING:
+    from .embed import Embedder
+    from .llm import LLM
 
 # How many nearest active memories (beyond those with the same subject) reconciliation sees per candidate.
 NEIGHBOURS = 20
@@ -71,7 +75,7 @@ def slot_phrase(item: Candidate | MemoryRecord) -> str | None:
     return item.attribute.replace("_", " ") if item.attribute else None
 
 
-def slot_similarity(embedder, candidates: Sequence[Candidate], active: Sequence[MemoryRecord]) -> np.ndarray:
+def slot_similarity(embedder: Embedder, candidates: Sequence[Candidate], active: Sequence[MemoryRecord]) -> np.ndarray:
     """Return the cosine of every candidate's slot phrase with every active memory's (0 where one has none).
 
     Each distinct phrase is embedded once, so the cost grows with the number of distinct slots,
@@ -101,7 +105,7 @@ def reconcile(store: Store, user: str, candidates: list[Candidate], vecs: np.nda
     return plan_writes(candidates, active, sims, cfg.write, judge=judge, slot_sims=slots)
 
 
-def remember(store: Store, embedder, llm, turn: Turn, cfg: Config,
+def remember(store: Store, embedder: Embedder, llm: LLM, turn: Turn, cfg: Config,
              judge: Callable[[Candidate, MemoryRecord], dict]) -> WriteReport:
     """Extract candidates from a recorded turn, reconcile them and apply the plan; return the report."""
     context = [t for t in store.recent_turns(turn.user, turn.session, cfg.write.context_turns + 1) if t.id != turn.id]
@@ -113,7 +117,7 @@ def remember(store: Store, embedder, llm, turn: Turn, cfg: Config,
     return report
 
 
-def remember_many(store: Store, embedder, llm, turns: Sequence[Turn], cfg: Config,
+def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], cfg: Config,
                   judge: Callable[[Candidate, MemoryRecord], dict]) -> list[WriteReport]:
     """Remember validated turns in order, with the outcomes of one `remember` each; return one report a turn.
 
@@ -313,7 +317,7 @@ def _depends_links(store: Store, new: MemoryRecord, created: dict[int, MemoryRec
     return [Link(new.id, root.id, "depends_on", at)]
 
 
-def forget_targets(store: Store, embedder, query: str, *, user: str, cfg: Config,
+def forget_targets(store: Store, embedder: Embedder, query: str, *, user: str, cfg: Config,
                    judge: Callable[[Candidate, MemoryRecord], dict], at: datetime) -> Forgetting:
     """Return exactly the active memories a forget request names, by the same plan as "forget ..." turns.
 

@@ -5,6 +5,8 @@
 - No two mnemo modules import each other in a loop.
 - No module passes MAX_LINES.
 - No mnemo module imports another module's private (underscore) names.
+- The stages take values (a store, a config, records): none imports mnemo.memory or takes the
+  `Memory` facade (a parameter named `mem` or annotated `Memory`); `Memory` only wires them.
 
 The engine rule lists today's exceptions by name with the reason each stands (the other rules
 have none left). An exception that no longer holds fails too, so a list only shrinks: remove the
@@ -16,6 +18,7 @@ Imports inside functions count (a lazy import still ties two modules); imports u
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
@@ -23,14 +26,16 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mnemo"
 MAX_LINES = 600
 ENGINES = ("duckdb", "psycopg", "pgvector")
+# The stages (DESIGN.md, "Layout"): functions over values that `Memory` wires; a folder holds a staged package.
+STAGES = ("mnemo/assess.py", "mnemo/audit.py", "mnemo/answer.py", "mnemo/portable.py", "mnemo/write.py",
+          "mnemo/decay.py", "mnemo/recall/")
 
 # Modules outside the store package that import a database engine, and why.
 ENGINE_EXCEPTIONS = {
-    "mnemo/assess.py": "SQLTool queries the caller's system of record (a DuckDB table), never mnemo's store",
+    "mnemo/assess.py": "SQLTool queries the caller's system of record (a DuckDB table, or one SQLTool.from_rows "
+                       "builds in memory), never mnemo's store",
     "mnemo/sweeps.py": "collects finished sweep points' JSON into one Parquet / DuckDB table: DuckDB as a query "
                        "engine over result files, not the memory store",
-    "mnemo/eval/trust_eval.py": "builds a throwaway DuckDB system of record for SQLTool in the trust evaluation "
-                                "(the research wing; owned by the eval restructuring, issue #19)",
 }
 
 
@@ -67,10 +72,13 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
 
 
 @cache
-def imports(rel: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Return (absolute module, names taken from it) for every import in file `rel` that runs."""
+def imports(rel: str, *, type_checking: bool = False) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Return (absolute module, names taken from it) for every import in file `rel` that runs.
+
+    With `type_checking`, imports under `if TYPE_CHECKING:` are returned too.
+    """
     tree = _tree(rel)
-    skipped = _type_checking_only(tree)
+    skipped = set() if type_checking else _type_checking_only(tree)
     package = _dotted(rel) if rel.endswith("__init__.py") else _dotted(rel).rpartition(".")[0]
     out = []
     for node in ast.walk(tree):
@@ -172,6 +180,30 @@ def test_no_module_imports_another_modules_private_names():
     found = {rel for rel in _modules() for module, names in imports(rel) if module.startswith("mnemo")
              for name in names if name.startswith("_") and not name.endswith("__")}
     assert sorted(found) == [], "make the name public (and documented) where it lives"
+
+
+def _takes_the_facade(arg: ast.arg) -> bool:
+    """Return True for a parameter named `mem` or annotated with the `Memory` facade (type[Memory] too)."""
+    hint = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+    return arg.arg == "mem" or re.search(r"\bMemory\b", hint) is not None
+
+
+def test_stages_take_values_not_the_memory_facade():
+    stages = [rel for rel in _modules() if rel.startswith(STAGES)]
+    assert len(stages) >= len(STAGES), "a stage named in STAGES is missing: update the list"
+    found = set()
+    for rel in stages:
+        # Every import counts here, `if TYPE_CHECKING:` too: a stage has no use for the facade's type.
+        if any(module == "mnemo.memory" or (module == "mnemo" and "memory" in names)
+               for module, names in imports(rel, type_checking=True)):
+            found.add(f"{rel} imports mnemo.memory")
+        for node in ast.walk(_tree(rel)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                a = node.args
+                for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]:
+                    if _takes_the_facade(arg):
+                        found.add(f"{rel}:{node.lineno} {getattr(node, 'name', 'lambda')}({arg.arg})")
+    assert sorted(found) == [], "pass the store, config, model and time a stage needs; Memory wires them"
 
 
 def test_every_mnemo_import_names_a_module_that_exists():

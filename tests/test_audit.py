@@ -243,7 +243,7 @@ def test_proposals_write_nothing_and_only_approved_ones_apply(mem):
     assert set(ops) == {"merge", "forget", "salience"}
     assert {ops["merge"].keep_id, *ops["merge"].memory_ids} == {ids["d1"], ids["d2"]}
     assert ops["forget"].memory_ids == (ids["old"],) and ops["salience"].memory_ids == (ids["big"],)
-    report = apply_consolidation(mem, plan.approve(ops["forget"].id))
+    report = apply_consolidation(mem.store, plan.approve(ops["forget"].id), cfg=mem.config, now=mem.clock.now())
     assert report.applied == [ops["forget"]] and not report.refused
     assert mem.get(ids["old"]).status == "forgotten"
     assert mem.get(ids["d1"]).active and mem.get(ids["d2"]).active and mem.get(ids["big"]).importance == 0.9
@@ -254,7 +254,7 @@ def test_proposals_write_nothing_and_only_approved_ones_apply(mem):
 def test_merge_and_salience_apply_with_events(mem):
     ids = crumbs(mem)
     plan = mem.consolidate("ops")
-    report = apply_consolidation(mem, [p for p in plan.proposals if p.op != "forget"])
+    report = apply_consolidation(mem.store, [p for p in plan.proposals if p.op != "forget"], cfg=mem.config, now=mem.clock.now())
     merge = next(p for p in report.applied if p.op == "merge")
     gone = mem.get(merge.memory_ids[0])
     assert gone.status == "forgotten" and gone.status_reason == f"merged into {merge.keep_id}"
@@ -269,7 +269,7 @@ def test_proposals_naming_unknown_ids_are_refused(mem):
     fake = [Proposal("x1", "forget", ("m-doesnotexist",), "made up"),
             Proposal("x2", "merge", (ids["d2"],), "made up", keep_id="m-ghost"),
             Proposal("x3", "salience", (ids["big"],), "bad value", importance=3.0)]
-    report = apply_consolidation(mem, fake)
+    report = apply_consolidation(mem.store, fake, cfg=mem.config, now=mem.clock.now())
     assert report.applied == [] and [p.id for p, _ in report.refused] == ["x1", "x2", "x3"]
     assert "do not exist" in report.refused[0][1]
     assert snapshot(mem) == before

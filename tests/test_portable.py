@@ -234,12 +234,12 @@ def test_existing_ids_are_refused_or_skipped_explicitly(tmp_path):
         Memory.import_(path, target)
     with _open(target) as mem:
         assert mem.stats()["memories"] == 3 and mem.stats()["turns"] == 1
-        report = load(mem, path, on_conflict="skip")
+        report = load(mem.store, path, on_conflict="skip")
         assert report.added == {"turn": 0, "memory": 0, "event": 0, "link": 0}
         assert sorted(report.skipped["memory"]) == ["m-0", "m-1", "m-2"] and len(report.skipped["link"]) == 1
         assert mem.stats()["memories"] == 3 and mem.stats()["links"] == 1
         with pytest.raises(ConfigError, match="on_conflict"):
-            load(mem, path, on_conflict="overwrite")
+            load(mem.store, path, on_conflict="overwrite")
 
 
 @pytest.mark.parametrize("damage", ["truncate", "edit", "bad_line", "duplicate"])
@@ -256,10 +256,10 @@ def test_a_damaged_file_imports_nothing(tmp_path, damage):
         lines.insert(3, lines[2])
     path.write_text("".join(lines))
     with _open() as mem, pytest.raises(InvalidInput, match=r"truncated|edited|x\.json:\d+|already exists"):
-        load(mem, path)
+        load(mem.store, path)
     with _open() as mem:
         with pytest.raises(InvalidInput):
-            load(mem, path)
+            load(mem.store, path)
         assert mem.stats()["memories"] == 0 and mem.stats()["turns"] == 0 and len(mem.store.index) == 0
 
 

@@ -76,19 +76,9 @@ def build_tools(spec: dict[str, Any] | None) -> Any:
         def erp(memory: MemoryRecord) -> Any:
             return lookup(memory.record_id or memory.subject, memory.attribute)
         return erp
-    import duckdb
-
-    con = duckdb.connect()
-    attrs = sorted({a for r in rows.values() for a in r})
-    ints = {a for a in attrs if all(isinstance(r.get(a), int) for r in rows.values() if a in r)}
-    cols = ", ".join(f"{a} {'BIGINT' if a in ints else 'VARCHAR'}" for a in attrs)
-    con.execute(f"CREATE TABLE records (record_key VARCHAR, {cols})")
-    for key, r in rows.items():
-        con.execute("INSERT INTO records VALUES (?" + ", ?" * len(attrs) + ")",
-                    [key, *[r.get(a) if a in ints or r.get(a) is None else str(r[a]) for a in attrs]])
-    tool = SQLTool(con, "records", "record_key", attrs, name="erp-sql")
+    tool = SQLTool.from_rows(rows, name="erp-sql")
     if fail == "error":
-        con.close()  # a dead connection: every query raises, as an unreachable database would
+        tool.close()  # a dead connection: every query raises, as an unreachable database would
     if fail == "timeout":
         def slow(memory: MemoryRecord) -> Any:
             time.sleep(SLOW_TOOL_S)

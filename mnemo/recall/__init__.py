@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import evidence
 from ..config import DecayConfig, RecallConfig
@@ -49,6 +49,10 @@ from .ranking import (
 from .rerank import Reranker, people_of, reranked
 from .rerank import features as rerank_features
 
+if TYPE_CHECKING:
+    from ..embed import Embedder
+    from ..store import Store
+
 __all__ = ["CATEGORY_PRIOR", "EVIDENCE_COVERAGE", "EVIDENCE_DENSE", "FUSIONS", "KIND_PRIOR", "NOT_IN_RECORD",
            "NO_ROOM", "Reranker", "UNCERTAIN", "cite", "confidence", "coverage", "current_first", "evidence_of",
            "expand", "fuse", "fuse_scoped", "history_notes", "in_context", "in_time", "make_room", "pack",
@@ -60,7 +64,7 @@ NO_ROOM = "nothing relevant fits the budget"
 UNCERTAIN = "uncertain: what the record holds on this rested on a fact that has since changed (see history)"
 
 
-def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: int | None, cfg: RecallConfig,
+def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_tokens: int | None, cfg: RecallConfig,
            decay_cfg: DecayConfig, now: datetime, count_many: Callable[[list[str]], list[int]],
            filters: dict | None = None, tokenizer: str | None = None) -> Recall:
     """Return the recall pack for `query`: retrieve, fuse, score, veto, pack, judge, expand, cite, touch.

@@ -10,11 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..normalise import canonical_attribute
+
+if TYPE_CHECKING:
+    from ..embed import Embedder
 
 _STOPWORDS = frozenset(
     "a an the is are was were be been being am do does did done what whats where when who whom whose "
@@ -40,7 +43,7 @@ def resolve_self(query: str, names: Sequence[str]) -> str:
     return query
 
 
-def query_vector(embedder: Any, query: str, names: Sequence[str]) -> np.ndarray:
+def query_vector(embedder: Embedder, query: str, names: Sequence[str]) -> np.ndarray:
     """Return the dense query vector: the query as asked, blended with its "the user" form.
 
     Memories written by extraction say "the user", imported ones may use the name;

@@ -7,11 +7,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..clock import utc
 from ..model import Citation, Link, MemoryRecord, Packed
 from .ranking import became_true
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 def cite(packed: Sequence[Packed]) -> list[Citation]:
@@ -59,7 +62,7 @@ def _note(old: MemoryRecord, new: MemoryRecord, link: Link, causes: Mapping[str,
             + (f", because {cause}" if cause else "") + " (not current)")
 
 
-def shaken(store: Any, candidates: Sequence[MemoryRecord]) -> dict[str, tuple[MemoryRecord, str]]:
+def shaken(store: Store, candidates: Sequence[MemoryRecord]) -> dict[str, tuple[MemoryRecord, str]]:
     """Return {id: (memory, note)} of candidates linked `depends_on` to a fact that is no longer active."""
     # Only a memory extracted with a condition ("if the team lead changes, ...") can have such a link: the
     # links are read for those alone, so an ordinary recall pays no query for this.
@@ -79,7 +82,7 @@ def shaken(store: Any, candidates: Sequence[MemoryRecord]) -> dict[str, tuple[Me
     return out
 
 
-def expand(store: Any, packed: list[Packed], hops: int) -> tuple[list[Link], list[Packed]]:
+def expand(store: Store, packed: list[Packed], hops: int) -> tuple[list[Link], list[Packed]]:
     """Return the supersedes / because links reached from the pack within `hops`, and the history notes."""
     links: list[Link] = []
     records: dict[str, MemoryRecord] = {p.id: p.memory for p in packed}
