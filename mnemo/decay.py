@@ -34,7 +34,7 @@ from .model import Event, MemoryRecord, new_id
 
 if TYPE_CHECKING:
     from .llm import LLM
-    from .store import Store
+    from .store.protocol import Store
 
 REVIEW_JUDGE = "offline-rules-v1"
 
