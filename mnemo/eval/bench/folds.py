@@ -47,7 +47,7 @@ from mnemo.provenance import git_commit
 from mnemo.recall import rerank as rerank_stage
 
 KEYS = ("R@5", "R@10", "nDCG@10", "RR")
-IN_SAMPLE = "[in-sample: its reranker was fitted on these conversations]"
+IN_SAMPLE = "(in-sample: its reranker was fitted on these conversations)"
 SELECT_BY = ("R@10", "nDCG@10")  # what selection maximises on the training folds, in order of precedence
 
 
