@@ -46,8 +46,15 @@ def texts_and_queries(n_queries: int) -> tuple[list[str], list[str]]:
     return turns(10**9), questions[:n_queries]
 
 
-def run_side(n: int, n_queries: int) -> dict:
-    """Time recall on a store of `n` memories in this process (the checkout on sys.path)."""
+def run_side(n: int, n_queries: int, session_size: int = 0) -> dict:
+    """Time recall on a store of `n` memories in this process (the checkout on sys.path).
+
+    With `session_size`, the memories are added as sessions of that many turns between two
+    speakers (`add_many(session=, metas=)`: chained by `follows` links, as transcripts are), when
+    the checkout's `add_many` takes a session; otherwise in one call.
+    """
+    import inspect
+
     import numpy as np
 
     import mnemo
@@ -62,8 +69,15 @@ def run_side(n: int, n_queries: int) -> dict:
     texts = [turns[i] if i < len(turns) else f"{turns[i % len(turns)]} {turns[(i * 7 + 3) % len(turns)]}"
              for i in range(n)]
     mem = mnemo.Memory.open(":memory:", embedder="hash")
+    chained = bool(session_size) and "session" in inspect.signature(mem.add_many).parameters
     t0 = time.perf_counter()
-    mem.add_many(texts, user="u")
+    if chained:
+        for k in range(0, n, session_size):
+            metas = [{"speaker": "Ann" if j % 2 else "Bo", "addressees": ["Bo" if j % 2 else "Ann"]}
+                     for j in range(len(texts[k:k + session_size]))]
+            mem.add_many(texts[k:k + session_size], user="u", session=f"s{k // session_size}", metas=metas)
+    else:
+        mem.add_many(texts, user="u")
     build_s = time.perf_counter() - t0
     mem.recall(questions[0], user="u")
     times = []
@@ -75,17 +89,18 @@ def run_side(n: int, n_queries: int) -> dict:
     dated = sum(bool(spans(ask(q), now)) for q in questions) if spans else None
     mem.close()
     ms = np.asarray(times) * 1000
-    return {"n": n, "queries": len(questions), "queries_naming_a_time": dated, "build_s": round(build_s, 2),
+    return {"n": n, "queries": len(questions), "queries_naming_a_time": dated, "sessions_chained": chained,
+            "build_s": round(build_s, 2),
             "p50_ms": round(float(np.percentile(ms, 50)), 2), "p95_ms": round(float(np.percentile(ms, 95)), 2)}
 
 
-def side(checkout: Path, sizes: list[int], n_queries: int) -> list[dict]:
+def side(checkout: Path, sizes: list[int], n_queries: int, session_size: int = 0) -> list[dict]:
     """Run every size in a subprocess importing mnemo from `checkout`."""
     out = []
     for n in sizes:
         env = {**os.environ, "PYTHONPATH": str(checkout)}
         code = (f"import sys, json; sys.path.insert(0, {str(HERE)!r}); import bench_recall as b; "
-                f"print(json.dumps(b.run_side({n}, {n_queries})))")
+                f"print(json.dumps(b.run_side({n}, {n_queries}, {session_size})))")
         res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=checkout)
         if res.returncode != 0:
             raise SystemExit(f"{checkout} at {n}: {res.stderr[-2000:]}")
@@ -115,6 +130,8 @@ def main() -> None:
     ap.add_argument("--before", type=Path, help="another mnemo checkout to measure side by side")
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--session-size", type=int, default=0,
+                    help="add memories as chained two-speaker sessions of this many turns (0: one bulk add)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path, help="print the table of a saved report and exit")
     args = ap.parse_args()
@@ -124,10 +141,10 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "load_before": os.getloadavg()[0]},
-              "now_commit": commit(ROOT), "now": side(ROOT, sizes, args.queries)}
+              "now_commit": commit(ROOT), "now": side(ROOT, sizes, args.queries, args.session_size)}
     if args.before:
         report["before_commit"] = commit(args.before)
-        report["before"] = side(args.before.resolve(), sizes, args.queries)
+        report["before"] = side(args.before.resolve(), sizes, args.queries, args.session_size)
     report["machine"]["load_after"] = os.getloadavg()[0]
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
