@@ -67,15 +67,20 @@ def test_the_shipped_reranker_says_what_it_was_fitted_on():
     assert model.provenance["fitted_by"].startswith("mnemo eval locomo --folds")
 
 
-def test_reranked_puts_relevance_on_the_rank_scale_and_leaves_weightless_hits_at_zero():
+def test_reranked_reorders_turns_in_the_places_turns_held_and_leaves_other_memories_be():
     cfg = RecallConfig(lexical_weight=0.0)
-    fused = fuse([("a", 0.9), ("b", 0.5)], [("c", 3.0)], cfg)
-    ids, x = rr.features("What does Caroline do?", [("a", 0.9), ("b", 0.5)], [("c", 3.0)], None, [], PEOPLE)
+    dense = [("b", 0.9), ("fact", 0.8), ("a", 0.5)]
+    fused = fuse(dense, [("c", 3.0)], cfg)
+    people = {**PEOPLE, "fact": ("", "", 30)}  # a fact the write path extracted: no speaker
+    ids, x = rr.features("What does Caroline do?", dense, [("c", 3.0)], None, [], people)
     model = rr.Reranker(mean=(0.0,) * 10, scale=(1.0,) * 10, intercept=0.0,
                         coef=tuple(-5.0 if f == "other_named" else 0.0 for f in rr.FEATURES))
-    out = rr.reranked(fused, model, ids, x, cfg)
-    assert out["a"]["fused"] == 1.0 and out["b"]["fused"] == pytest.approx(61 / 62) and out["c"]["fused"] == 0.0
-    assert out["b"]["rerank"] < out["a"]["rerank"] and "rerank" not in out["c"]
+    out = rr.reranked(fused, model, ids, x, people)
+    # Melanie's turn b (the question names only whom it addresses) and Caroline's a swap places; the fact stays.
+    assert [out[m]["fused"] for m in ("a", "fact", "b")] == [fused["b"]["fused"], fused["fact"]["fused"],
+                                                              fused["a"]["fused"]]
+    assert out["c"]["fused"] == 0.0 and "rerank" not in out["c"] and "rerank" not in out["fact"]
+    assert out["b"]["rerank"] < out["a"]["rerank"]
 
 
 def test_recall_with_a_reranker_orders_by_it_and_says_so(tmp_path):

@@ -101,10 +101,9 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
     every += [(then[0], w < 1), (then[1], True)] if then is not None else []
     records = store.get_many(list(dict.fromkeys(m for hits, on in every if on for m, _ in hits)))
     if cfg.rerank:
-        reranker = Reranker.load(cfg.rerank)
-        ids, x = rerank_features(query, dense, lexical, then, follows, people_of(records.values()),
-                                 reranker.mix_weight)
-        fused = reranked(fused, reranker, ids, x, cfg)
+        reranker, people = Reranker.load(cfg.rerank), people_of(records.values())
+        ids, x = rerank_features(query, dense, lexical, then, follows, people, reranker.mix_weight)
+        fused = reranked(fused, reranker, ids, x, people)
     candidates = [m for m in records.values() if m.user == user]
     # A memory that held only while a root fact did is not current once that fact is gone: shown as uncertain.
     unsure = shaken(store, candidates)

@@ -2,7 +2,7 @@
 
     people = people_of(records)                                   # id -> (speaker, addressees, length)
     ids, x = features(question, dense, lexical, then, follows, people)
-    fused = reranked(fused, Reranker.load("features"), ids, x, cfg)  # relevance on the rank scale
+    fused = reranked(fused, Reranker.load("locomo"), ids, x, people)  # the turns, in the places turns held
 
 Fusion mixes two retrievers with one weight; a question asks more of a candidate than that. The
 features are what recall has at hand, no model call: each retriever's score (min-max within the
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import RecallConfig, reranker_path
+from ..config import reranker_path
 from ..errors import ConfigError
 from ..model import Link, MemoryRecord
 
@@ -161,20 +161,23 @@ def order(reranker: Reranker, ids: Sequence[str], x: np.ndarray) -> list[str]:
 
 
 def reranked(fused: Mapping[str, dict], reranker: Reranker, ids: Sequence[str], x: np.ndarray,
-           cfg: RecallConfig) -> dict[str, dict]:
-    """Return `fused` with the relevance of `ids` replaced by their reranked order on the rank scale, (k + 1) / (k + rank).
+             people: Mapping[str, tuple[str, str, int]]) -> dict[str, dict]:
+    """Return `fused` with the dialog turns among `ids` reordered by the reranker, in the places turns held.
 
-    Each entry keeps the retrievers' scores and gains `rerank` (its probability); an id the
-    retrievers with weight did not find (relevance 0) stays at 0.
+    A reranker applies to what it was fitted on: turns of a conversation, stored with a speaker
+    (`people`). Those hits keep the relevances they had between them, and the reranker decides
+    which turn takes which; every other memory (a fact the write path extracted, a note without
+    a speaker) keeps its relevance and its place. Each reordered entry gains `rerank` (its
+    probability); an id the retrievers with weight did not find (relevance 0) stays at 0.
     """
     out = {m: dict(e) for m, e in fused.items()}
-    live = [i for i, m in enumerate(ids) if m in out and out[m]["fused"] > 0]
+    live = [i for i, m in enumerate(ids) if m in out and out[m]["fused"] > 0 and people.get(m, ("",))[0]]
     if not live:
         return out
     kept = [ids[i] for i in live]
-    p = reranker.probability(x[live])
-    for rank, mid in enumerate(order(reranker, kept, x[live]), 1):
-        out[mid]["fused"] = (cfg.rrf_k + 1) / (cfg.rrf_k + rank)
-    for mid, prob in zip(kept, p, strict=True):
+    places = sorted((out[m]["fused"] for m in kept), reverse=True)
+    for place, mid in zip(places, order(reranker, kept, x[live]), strict=True):
+        out[mid]["fused"] = place
+    for mid, prob in zip(kept, reranker.probability(x[live]), strict=True):
         out[mid]["rerank"] = float(prob)
     return out

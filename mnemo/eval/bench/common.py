@@ -244,7 +244,7 @@ def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg:
             raise ConfigError("a recipe with a reranker ranks by the question and the hits' speakers: pass both")
         reranker = recall_stage.Reranker.load(cfg.rerank)
         ids, x = rerank_stage.features(question, dense, lexical, then, links, people, reranker.mix_weight)
-        fused = rerank_stage.reranked(fused, reranker, ids, x, cfg)
+        fused = rerank_stage.reranked(fused, reranker, ids, x, people)
     if then is not None:
         dense, lexical = dense + then[0], lexical + then[1]
     wanted = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical]))
