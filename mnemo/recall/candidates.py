@@ -89,7 +89,9 @@ def _attribute_phrases(query: str) -> dict[str, tuple[str, ...]]:
     return {a: tuple(p) for a, p in out.items() if a}
 
 
-def _terms(text: str, skip: frozenset[str] = frozenset()) -> set[str]:
+@lru_cache(maxsize=4096)
+def _terms(text: str, skip: frozenset[str] = frozenset()) -> frozenset[str]:
+    # Kept per (text, names): the same candidates recur across a user's recalls.
     out = set()
     for word in _WORD.findall(text.casefold()):
         if word in _STOPWORDS or word in skip or (len(word) < 2 and not word.isdigit()):
@@ -97,4 +99,4 @@ def _terms(text: str, skip: frozenset[str] = frozenset()) -> set[str]:
         if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
             word = word[:-1]
         out.add(word[:4])
-    return out
+    return frozenset(out)
