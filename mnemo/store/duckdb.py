@@ -34,6 +34,7 @@ from .duckdb_lexical import DuckDBLexical
 from .index import VectorIndex
 from .lexical import LexicalIndex
 from .parquet import ParquetArchive
+from .touches import DeferredTouch
 from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
@@ -128,7 +129,7 @@ DUCKDB = Dialect(
 )
 
 
-class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
+class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -166,6 +167,7 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
             self._migrate()
         self.index = VectorIndex(self.dim)
         self._load_index()
+        self._touches_open()
 
     @staticmethod
     def recorded_embedder(path: str | Path) -> str | None:
@@ -225,7 +227,9 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
         # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
         # pinned read probes them by index instead of scanning the table.
         self._pinned_ids = {r[0] for r in self.con.execute("SELECT id FROM memories WHERE pinned").fetchall()}
+        self._links_reset(r[0] for r in self.con.execute("SELECT src FROM links UNION SELECT dst FROM links").fetchall())
         n = self.con.execute("SELECT count(*) FROM memories").fetchone()[0]
+        self._warm_at_first_miss(n)
         # The index kind is the one the size policy asks for at the size the store has now.
         self.index = ann.empty(ann.choose(n, self.index_kind), self.dim)
         if n == 0:
@@ -283,7 +287,9 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
             return self._saved_rows > 0
 
     def close(self) -> None:
-        """Save the indexes when worth it (see `save_indexes`), then close the connection."""
+        """Apply waiting touches, save the indexes when worth it (see `save_indexes`), close the connection."""
+        self.flush_touches()
+        self._pending.release()
         if not self.read_only and self.path != ":memory:" and persist.worth_saving(self):
             try:
                 self.save_indexes()
@@ -346,7 +352,9 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
 
     def insert_links(self, links: Iterable[Link]) -> None:
         """Append links in one Arrow statement."""
-        self._append("links", list(links))
+        links = list(links)
+        self._links_added(links)
+        self._append("links", links)
 
     def _status_changed(self, ids: list[str], active: bool) -> None:
         # The in-process indexes search active memories only.
@@ -360,6 +368,7 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
         each decayed memory gets an event carrying the salience that decided it.
         """
         self._writable()
+        self.flush_touches()  # salience is computed in SQL from access counts
         select, params = decay_select(DUCKDB, now, cfg)
         with self.transaction():
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE decayed AS {select}", params)
@@ -389,6 +398,9 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
 
     def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
         return SQLStore.get_many(self, ids)
+
+    def _fetch_all(self) -> dict[str, MemoryRecord]:
+        return {r.id: r for r in self._records("TRUE", [], "id")}
 
     def vectors(self, ids: list[str]) -> np.ndarray:
         return self.index.vectors(ids)
@@ -429,6 +441,7 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
         for writers nor holds more than one batch (what and in which order: `sql.dump_queries`).
         """
         convert = {"turns": TURNS.of, "events": EVENTS.of, "links": LINKS.of}
+        self.flush_touches()  # rows are read as the table holds them
         cur = self.con.cursor()
         try:
             cur.execute("BEGIN TRANSACTION")
@@ -448,6 +461,7 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
     def review(self, user: str | None = None, *, batch_size: int = 500) -> Iterable[list[tuple[MemoryRecord, list[Event]]]]:
         """Yield batches of (memory, its events) ordered by user, status (active first), kind and age."""
         mine, params = ("user_id = ?", [user]) if user is not None else ("TRUE", [])
+        self.flush_touches()  # rows are read as the table holds them
         cols = ", ".join(f"m.{c}" for c in SQL_COLS)
         # One query with the events aggregated per memory: a second query would need a second cursor,
         # which is a second snapshot.
