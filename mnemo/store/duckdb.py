@@ -234,29 +234,20 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQL
         self.index = ann.empty(ann.choose(n, self.index_kind), self.dim)
         if n == 0:
             return
-        # Streamed in batches into one matrix: no whole-table Arrow copy of the vectors is ever held.
-        vecs = np.empty((n, self.dim), dtype=np.float32)
-        ids: list[str] = []
-        users: list[str] = []
-        active = np.empty(n, dtype=bool)
-        reader = self.con.execute(
-            "SELECT id, user_id, status = 'active' AS active, embedding FROM memories").to_arrow_reader(_LOAD_BATCH)
-        for batch in reader:
-            at, m = len(ids), batch.num_rows
-            if at + m > n:
-                raise StoreError(f"{self.path} changed while its vectors were being loaded; open it again")
-            vecs[at:at + m] = np.asarray(batch.column(3).values, dtype=np.float32).reshape(m, self.dim)
-            active[at:at + m] = batch.column(2).to_numpy(zero_copy_only=False)
-            ids.extend(batch.column(0).to_pylist())
-            users.extend(batch.column(1).to_pylist())
+        # Ids, users and flags first (the saved indexes are checked against the ids), then the vectors,
+        # streamed batch by batch straight into the index's own rows: the matrix is held once, never copied.
+        rowids, ids, users, active = self._read_rows(n)
         saved = persist.saved_for(self, ids, ENGINE_VERSION) if use_saved and self.path != ":memory:" else None
-        lists = saved.get("ivf_lists") if saved else None
-        if lists is not None and isinstance(self.index, ann.IvfIndex):
-            self.index.add_grouped(ids, users, vecs[:len(ids)], active[:len(ids)], saved["ivf_cent"], lists,
-                                   int(saved["ivf_trained_at"][0]))
-        else:
-            self.index.add(ids, users, vecs[:len(ids)], active=active[:len(ids)])
-        del vecs, reader
+        grouping: dict[str, Any] = {}
+        if saved is not None and saved.get("ivf_lists") is not None and isinstance(self.index, ann.IvfIndex):
+            # Rows the saved lists do not place (written since, or in the tail then) are assigned first.
+            lists = np.full(n, -1, dtype=np.int32)
+            lists[:len(saved["ivf_lists"])] = saved["ivf_lists"][:n]
+            todo = np.flatnonzero(lists < 0)
+            if len(todo):
+                lists[todo] = ann.IvfIndex.assign(self._vectors_of(rowids[todo]), saved["ivf_cent"])
+            grouping = {"cent": saved["ivf_cent"], "lists": lists, "trained_at": int(saved["ivf_trained_at"][0])}
+        self.index.load(ids, users, active, self._vector_batches(rowids), **grouping)
         if saved is not None:
             # The saved postings cover the first rows; rows written since wait for the next search, as new writes do.
             m = len(saved["lex_len"])
@@ -264,6 +255,43 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQL
             self._lexical_pending = ids[m:]
             self._saved_rows = m
         pa.default_memory_pool().release_unused()
+
+    def _read_rows(self, n: int) -> tuple[np.ndarray, list[str], list[str], np.ndarray]:
+        """Return (rowid, id, user, active) of every row, in table order."""
+        rowids, active = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
+        ids: list[str] = []
+        users: list[str] = []
+        for batch in self.con.execute("SELECT rowid, id, user_id, status = 'active' FROM memories"
+                                      ).to_arrow_reader(_LOAD_BATCH):
+            at, m = len(ids), batch.num_rows
+            if at + m > n:
+                raise StoreError(f"{self.path} changed while its vectors were being loaded; open it again")
+            rowids[at:at + m] = batch.column(0).to_numpy()
+            active[at:at + m] = batch.column(3).to_numpy(zero_copy_only=False)
+            ids.extend(batch.column(1).to_pylist())
+            users.extend(batch.column(2).to_pylist())
+        return rowids[:len(ids)], ids, users, active[:len(ids)]
+
+    def _vector_batches(self, rowids: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
+        """Yield (first row, vectors) of every row in table order, checked against `rowids` read before."""
+        at = 0
+        for batch in self.con.execute("SELECT rowid, embedding FROM memories").to_arrow_reader(_LOAD_BATCH):
+            m = batch.num_rows
+            if not np.array_equal(batch.column(0).to_numpy(), rowids[at:at + m]):
+                raise StoreError(f"{self.path} changed while its vectors were being loaded; open it again")
+            yield at, np.asarray(batch.column(1).values, dtype=np.float32).reshape(m, self.dim)
+            at += m
+        if at != len(rowids):
+            raise StoreError(f"{self.path} changed while its vectors were being loaded; open it again")
+
+    def _vectors_of(self, rowids: np.ndarray) -> np.ndarray:
+        """Return the vectors of rows `rowids`, in that order."""
+        todo = pa.table({"r": pa.array(rowids, pa.int64())})  # noqa: F841 - read by DuckDB
+        got = self.con.execute("SELECT rowid, embedding FROM memories WHERE rowid IN (SELECT r FROM todo)"
+                               ).to_arrow_table()
+        at = {int(r): k for k, r in enumerate(got.column(0).to_numpy())}
+        vecs = np.asarray(got.column(1).combine_chunks().flatten(), dtype=np.float32).reshape(-1, self.dim)
+        return vecs[[at[int(r)] for r in rowids]]
 
     def _checksum(self, ids: Sequence[str] | None = None) -> int:
         """Return the XOR of hash(id, text) over every row, or over the rows `ids` (order-free, so prefix =

@@ -7,6 +7,8 @@ force. The store keeps it in sync on every write (append, status change).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from ..errors import InvalidInput
@@ -62,6 +64,36 @@ class VectorIndex:
             self._row[mid] = self.size + offset
         self._ids.extend(ids)
         self.size += n
+
+    def load(self, ids: list[str], users: list[str], active: np.ndarray,
+             batches: Iterable[tuple[int, np.ndarray]], where: np.ndarray | None = None) -> None:
+        """Fill this empty index with `ids` (their users and flags), each vector written once, straight to its row.
+
+        `batches` yields (first row, vectors) in the order of `ids`; `where[i]` is the row that the
+        i-th id takes (None: the same order). No second copy of the matrix is held: opening a large
+        store needs the matrix once, not twice (benchmarks/probe_open_1m.py).
+        """
+        n = len(ids)
+        self._grow(n)
+        for start, vecs in batches:
+            end = start + len(vecs)
+            self._place(slice(start, end) if where is None else where[start:end], vecs)
+        order = np.arange(n) if where is None else np.argsort(where, kind="stable")
+        self._ids = list(ids) if where is None else [ids[i] for i in order.tolist()]
+        self._user[:n] = [self._user_code(users[i]) for i in order.tolist()]
+        self._active[:n] = np.asarray(active, dtype=bool)[order]
+        self._row = {mid: r for r, mid in enumerate(self._ids)}
+        self.size = n
+
+    def _place(self, rows: slice | np.ndarray, vecs: np.ndarray) -> None:
+        """Write unit vectors of `vecs` to `rows` of the matrix (normalised as `add` does)."""
+        vecs = np.asarray(vecs, dtype=np.float32)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        if isinstance(rows, slice):
+            np.divide(vecs, norms, out=self._vecs[rows])
+        else:
+            self._vecs[rows] = vecs / norms
 
     def set_active(self, ids: list[str], active: bool) -> None:
         """Mark rows active or inactive (a tombstone leaves the row, only the flag changes)."""
