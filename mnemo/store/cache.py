@@ -9,7 +9,9 @@ read are kept and served again until something changes them. Coherence rules, al
   importance, a new row with a known id) drops those ids before and after it runs;
 - a set-based change (decay pass, purge, restore, rollback, reload) drops everything;
 - nothing is kept while a transaction is open (its reads may be uncommitted), and ids written
-  in a transaction are dropped again when it ends, committed or not;
+  in a transaction are dropped again when it ends, committed or not; the thread that holds the
+  transaction keeps what it reads in a separate set, seen by no other thread and dropped when
+  the transaction ends (`remember_many` reads the same neighbours turn after turn);
 - a read keeps what it found only if no write happened while it ran (a generation counter),
   so a reader on another cursor cannot keep a row a writer just changed.
 
@@ -27,6 +29,7 @@ superset: links are only ever added, or removed together with a reload of the in
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -54,20 +57,23 @@ class RecordCache:
         self._written: set[str] = set()
         self._names: dict[str, list[str]] = {}
         self._warm = False
+        self._tx_kept: dict[str, MemoryRecord] = {}
+        self._tx_owner: int | None = None
         self._linked: set[str] = set()
 
     def get_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
         """Return {id: memory} of the `ids` that exist, oldest first."""
         if not ids:
             return {}
-        kept = self._kept
+        mine = self._open_tx and self._tx_owner == threading.get_ident()
+        kept = self._tx_kept if mine else self._kept
         found = {i: kept[i] for i in ids if i in kept}
         missing = [i for i in dict.fromkeys(ids) if i not in found]
         if missing:
             generation = self._generation
             warm, self._warm = self._warm and not self._open_tx, False
             fresh = self._fetch_all() if warm else self._fetch_many(missing)
-            if generation == self._generation and not self._open_tx:
+            if generation == self._generation and (mine or not self._open_tx):
                 if len(kept) + len(fresh) > KEPT:
                     kept.clear()
                 kept.update(fresh)
@@ -112,20 +118,25 @@ class RecordCache:
         ids = list(ids)
         for i in ids:
             self._kept.pop(i, None)
+            self._tx_kept.pop(i, None)
         if self._open_tx:
             self._written.update(ids)
 
     def _drop_all(self) -> None:
         self._generation += 1
         self._kept.clear()
+        self._tx_kept.clear()
         self._names.clear()
 
     def _tx_began(self) -> None:
         self._open_tx += 1
+        self._tx_owner = threading.get_ident()
+        self._tx_kept.clear()
 
     def _tx_ended(self) -> None:
         self._open_tx -= 1
         self._generation += 1
+        self._tx_kept.clear()
         self._names.clear()
         written, self._written = self._written, set()
         for i in written:
