@@ -222,6 +222,7 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQL
         # The lexical index is taken from the saved postings (store.persist) when they still describe the
         # table, else rebuilt lazily, from the whole table, at the next lexical search.
         self.lexical, self._lexical_pending = LexicalIndex(), None
+        self._lexical_docs: dict[str, list[Any]] = {}
         self._saved_rows = 0
         self._drop_all()
         # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
@@ -368,6 +369,7 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQL
             self.con.execute(f"INSERT INTO memories ({', '.join(SQL_COLS)}, embedding) SELECT * FROM batch")
             if self._lexical_pending is not None:
                 self._lexical_pending.extend(r.id for r in records)
+                self._lexical_wrote(records)
             self._pinned_ids.update(r.id for r in records if r.pinned)
         self.index.add([r.id for r in records], [r.user for r in records], vectors,
                        active=np.array([r.status == "active" for r in records]))
@@ -388,6 +390,7 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQL
         # The in-process indexes search active memories only.
         self.index.set_active(ids, active)
         self.lexical.set_active(ids, active)
+        self._lexical_status(ids, active)
 
     def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
         """Tombstone, in one set-based pass, active memories whose salience is under the threshold.
