@@ -45,6 +45,9 @@ ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifest
 # read again from the file when needed; large operators spill to <file>.tmp); ":memory:" stores cannot.
 MEMORY_LIMIT_ENV = "MNEMO_DUCKDB_MEMORY_LIMIT"
 MEMORY_LIMIT = "1GB"
+# While the vectors are streamed into the index at open, DuckDB may keep no more than this of the blocks
+# it reads: each is read once, and at 1M rows keeping them held ~1 GB beside the matrix they were copied to.
+SCAN_MEMORY_LIMIT = "128MB"
 _LOAD_BATCH = 50_000  # rows per Arrow batch when the vectors are streamed into the index at open
 
 
@@ -154,10 +157,12 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQL
         self._stems: dict[str, str] = {}  # word -> porter stem, as DuckDB's fts stems it
         self._cache_init()
         self.con = _connect(self.path, read_only=read_only)
+        self._memory_limit: str | None = None
         if self.path != ":memory:":
             limit = os.environ.get(MEMORY_LIMIT_ENV, MEMORY_LIMIT)
+            self._memory_limit = limit.replace(chr(39), "")
             try:
-                self.con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
+                self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
             except duckdb.Error as exc:
                 raise StoreError(f"{MEMORY_LIMIT_ENV}={limit!r} is not a DuckDB memory limit (e.g. 1GB, 512MB): "
                                  f"{exc}") from exc
@@ -248,7 +253,13 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQL
             if len(todo):
                 lists[todo] = ann.IvfIndex.assign(self._vectors_of(rowids[todo]), saved["ivf_cent"])
             grouping = {"cent": saved["ivf_cent"], "lists": lists, "trained_at": int(saved["ivf_trained_at"][0])}
-        self.index.load(ids, users, active, self._vector_batches(rowids), **grouping)
+        try:
+            if self._memory_limit:
+                self.con.execute(f"SET memory_limit = '{SCAN_MEMORY_LIMIT}'")
+            self.index.load(ids, users, active, self._vector_batches(rowids), **grouping)
+        finally:
+            if self._memory_limit:
+                self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
         if saved is not None:
             # The saved postings cover the first rows; rows written since wait for the next search, as new writes do.
             m = len(saved["lex_len"])

@@ -80,7 +80,9 @@ class VectorIndex:
             self._place(slice(start, end) if where is None else where[start:end], vecs)
         order = np.arange(n) if where is None else np.argsort(where, kind="stable")
         self._ids = list(ids) if where is None else [ids[i] for i in order.tolist()]
-        self._user[:n] = [self._user_code(users[i]) for i in order.tolist()]
+        # Users are few: each is coded once, then the rows' codes are one array.
+        code = {u: self._user_code(u) for u in dict.fromkeys(users)}
+        self._user[:n] = np.fromiter((code[u] for u in users), dtype=np.int32, count=n)[order]
         self._active[:n] = np.asarray(active, dtype=bool)[order]
         self._row = {mid: r for r, mid in enumerate(self._ids)}
         self.size = n
