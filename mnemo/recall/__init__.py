@@ -22,9 +22,9 @@ from typing import Any
 from .. import evidence
 from ..config import DecayConfig, RecallConfig
 from ..errors import InvalidInput
-from ..extract.questions import ask, describe
+from ..extract.questions import describe
 from ..model import Packed, Recall, TraceEntry
-from .candidates import coverage, query_vector, resolve_self
+from .candidates import ask_soon, coverage, query_vector, resolve_self
 from .confidence import EVIDENCE_COVERAGE, EVIDENCE_DENSE, confidence, evidence_of
 from .history import cite, expand, history_notes, shaken
 from .packing import make_room, pack
@@ -72,11 +72,12 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
         raise InvalidInput(f"budget_tokens must be >= 0, got {budget}")
     w = cfg.lexical_weight
     names = [user, *store.self_names(user)]
-    q = ask(resolve_self(query, names))
+    asked = ask_soon(resolve_self(query, names))  # read on a worker thread while the retrievers run
     vector = query_vector(embedder, query, names)
     dense = store.search_dense(vector, cfg.candidates, user=user, filters=filters)
     lexical = store.search_lexical(query, cfg.candidates, user=user, filters=filters) if w > 0 else []
     fused = fuse(dense, lexical, cfg)
+    q = asked.result()
     scope = time_scope(q, now, filters) if cfg.time_scope else None
     if scope is not None:
         dense_in = store.search_dense(vector, cfg.candidates, user=user, filters=scope)

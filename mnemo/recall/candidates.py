@@ -3,17 +3,22 @@
     q = resolve_self("Where does Alice live?", ["Alice"])   # "Where does the user live?"
     v = query_vector(embedder, query, names)                 # the query as asked and as resolved, blended
     coverage(query, memory_text, names, attribute)           # share of the query's content words covered
+    asked = ask_soon(q); ...; asked.result()                  # the question read while retrieval runs
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from ..extract.questions import Ask, ask
 from ..normalise import canonical_attribute
 
 _STOPWORDS = frozenset(
@@ -38,6 +43,23 @@ def resolve_self(query: str, names: Sequence[str]) -> str:
         pattern = re.compile(rf"\b{re.escape(name)}(?=\W|$)", re.IGNORECASE)
         query = pattern.sub("the user", query)
     return query
+
+
+_READER: list[Any] = [None, None]  # (process id, executor): a forked child starts its own thread
+_READER_LOCK = threading.Lock()
+
+
+def ask_soon(question: str) -> Future[Ask]:
+    """Return the reading of `question` (`extract.questions.ask`) as a future, parsed on a worker thread.
+
+    Parsing a new question (spaCy) costs about what a search of 100k memories costs, and the two
+    hardly share the interpreter: the searches run in numpy and DuckDB, which release it. A recall
+    reads its question here while it retrieves, and waits for the reading only when it needs it.
+    """
+    with _READER_LOCK:
+        if _READER[0] != os.getpid():
+            _READER[:] = [os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-ask")]
+        return _READER[1].submit(ask, question)
 
 
 def query_vector(embedder: Any, query: str, names: Sequence[str]) -> np.ndarray:
