@@ -24,7 +24,7 @@ from ..config import DecayConfig, RecallConfig
 from ..errors import InvalidInput
 from ..extract.questions import describe
 from ..model import Packed, Recall, TraceEntry
-from .candidates import ask_soon, coverage, query_vector, resolve_self
+from .candidates import ask_soon, coverage, prefetch, query_vector, resolve_self
 from .confidence import EVIDENCE_COVERAGE, EVIDENCE_DENSE, confidence, evidence_of
 from .history import cite, expand, history_notes, shaken
 from .packing import make_room, pack
@@ -77,6 +77,7 @@ def recall(store: Any, embedder: Any, query: str, *, user: str, budget_tokens: i
     dense = store.search_dense(vector, cfg.candidates, user=user, filters=filters)
     lexical = store.search_lexical(query, cfg.candidates, user=user, filters=filters) if w > 0 else []
     fused = fuse(dense, lexical, cfg)
+    prefetch(store, (dense if w < 1 else []) + lexical, count_many)  # while the question is still being read
     q = asked.result()
     scope = time_scope(q, now, filters) if cfg.time_scope else None
     if scope is not None:

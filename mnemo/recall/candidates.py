@@ -4,6 +4,7 @@
     v = query_vector(embedder, query, names)                 # the query as asked and as resolved, blended
     coverage(query, memory_text, names, attribute)           # share of the query's content words covered
     asked = ask_soon(q); ...; asked.result()                  # the question read while retrieval runs
+    prefetch(store, hits, count_many)                         # ... and the candidates read meanwhile
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any
@@ -60,6 +61,21 @@ def ask_soon(question: str) -> Future[Ask]:
         if _READER[0] != os.getpid():
             _READER[:] = [os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-ask")]
         return _READER[1].submit(ask, question)
+
+
+def prefetch(store: Any, hits: Sequence[tuple[str, float]], count_many: Callable[[list[str]], list[int]]) -> None:
+    """Read the records of `hits` and count their tokens, so that both are kept when recall asks for them.
+
+    Recall calls this while its question is still being read (`ask_soon`): the rows come from the
+    store's kept records or one statement, and the tokenizer, like the searches, runs outside the
+    interpreter. Nothing is returned; what recall reads after is what it would have read anyway.
+    Only a store that keeps the records it reads (`keeps_records`, store.cache) is read here.
+    """
+    if not getattr(store, "keeps_records", False):
+        return  # a store that keeps no records would be read twice
+    records = store.get_many(list(dict.fromkeys(m for m, _ in hits)))
+    if records:
+        count_many([m.text for m in records.values()])
 
 
 def query_vector(embedder: Any, query: str, names: Sequence[str]) -> np.ndarray:

@@ -50,6 +50,8 @@ def order_key(record: MemoryRecord) -> tuple:
 class RecordCache:
     """Mixin for a store whose `_fetch_many(ids)` reads records by id; keeps them while they cannot have changed."""
 
+    keeps_records = True  # a second read of the same ids costs no query (recall prefetches on this)
+
     def _cache_init(self) -> None:
         self._kept: dict[str, MemoryRecord] = {}
         self._generation = 0
