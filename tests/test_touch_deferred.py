@@ -130,3 +130,15 @@ def test_two_stores_on_one_file_share_waiting_touches(tmp_path):
     c = DuckDBStore(path, embedder="test", dim=DIM)
     assert c.get(ids[0]).access_count == 1
     c.close()
+
+
+def test_the_journal_stays_bounded_when_the_same_memories_are_touched_again_and_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(touches_mod, "PENDING_MAX", 5)
+    path = tmp_path / "t.duckdb"
+    ids = make(path)
+    s = DuckDBStore(path, embedder="test", dim=DIM)
+    for day in range(12):
+        s.touch(ids[:1], T0 + timedelta(days=day))
+        assert len(touches_mod.journal_path(str(path)).read_text().splitlines()) < 5
+    assert table(s, ids[:1])[ids[0]][0] == 10 and s.get(ids[0]).access_count == 12
+    s.close()

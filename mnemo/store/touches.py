@@ -34,7 +34,7 @@ import pyarrow as pa
 from ..model import MemoryRecord
 from .rows import aware, naive
 
-PENDING_MAX = 2048  # ids waiting before they are applied on the next touch
+PENDING_MAX = 2048  # ids (or journal lines) waiting before they are applied on the next touch
 SEQ_KEY = "touch_seq"  # store_meta key: the last journal line applied to the table
 # One Pending per file in a process: two stores opened on one file share it (DuckDB shares the database),
 # so neither applies the other's journal a second time. Values are [pending, stores holding it].
@@ -44,7 +44,7 @@ _SHARED_LOCK = threading.Lock()
 
 def journal_path(path: str) -> Path:
     """Return the touch journal beside a store file."""
-    return Path(f"{path}.touches")
+    return Path(os.path.abspath(f"{path}.touches"))
 
 
 class Pending:
@@ -54,6 +54,7 @@ class Pending:
         self.path = None if path is None else journal_path(path)
         self.seq = applied
         self.by_id: dict[str, tuple[int, datetime]] = {}
+        self.lines = 0  # journal lines since the table was last written: bounds the journal when few ids recur
         self._fd: int | None = None
         self.key: str | None = None  # the file's real path while shared (`opened`)
         # Held to add or apply touches; readers take no lock but read again when `flushes` moved.
@@ -69,6 +70,7 @@ class Pending:
                 if seq > applied:
                     self._count(ids, at)
                     self.seq = max(self.seq, seq)
+                    self.lines += 1
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -87,6 +89,7 @@ class Pending:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             line = json.dumps({"seq": self.seq, "at": naive(at).isoformat(), "ids": ids}) + "\n"
             os.write(self._fd, line.encode("utf-8"))
+        self.lines += 1
         self._count(ids, at)
 
     @staticmethod
@@ -112,6 +115,7 @@ class Pending:
     def clear(self) -> None:
         """Forget the waiting touches (they are in the table) and empty the journal."""
         self.by_id.clear()
+        self.lines = 0
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
         elif self.path is not None:
@@ -166,7 +170,7 @@ class DeferredTouch:
         with self._pending.lock:
             self._pending.add(list(ids), at)
             self._kept_replace(ids, Pending.once(at))
-        if len(self._pending) >= PENDING_MAX:
+        if len(self._pending) >= PENDING_MAX or self._pending.lines >= PENDING_MAX:
             self.flush_touches()
 
     def _records(self, where: str, params: Any, order: str = "created_at, id") -> list[MemoryRecord]:
