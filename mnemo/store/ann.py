@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -279,6 +280,24 @@ class IvfIndex(_Approximate):
             self.builds += 1
             self.build_seconds += time.perf_counter() - t0
 
+    def adopt(self, ids: list[str], users: list[str], active: np.ndarray, matrix: np.ndarray,
+              saved: dict[str, Any]) -> bool:
+        """Make this empty index the one saved, lists and tail as they were (see `VectorIndex.adopt`)."""
+        if any(k not in saved for k in ("ivf_cent", "ivf_trained_at", "mat_offsets", "mat_built")):
+            return False
+        with self._lock:
+            super().adopt(ids, users, active, matrix, saved)
+            self._cent = np.asarray(saved["ivf_cent"], dtype=np.float32)
+            self._trained_at = int(saved["ivf_trained_at"][0])
+            self._offsets = np.asarray(saved["mat_offsets"], dtype=np.int64)
+            self._built = int(saved["mat_built"][0])
+            return True
+
+    def layout(self, ids: list[str]) -> dict[str, Any]:
+        """Return where each of `ids` is, and the lists' bounds, to save beside `matrix()`."""
+        with self._lock:
+            return {**super().layout(ids), "mat_offsets": self._offsets.copy(), "mat_built": np.array([self._built])}
+
     @staticmethod
     def assign(vecs: np.ndarray, cent: np.ndarray) -> np.ndarray:
         """Return the list (nearest of the centroids `cent`) of each raw vector, as a grouping load assigns it."""
@@ -432,6 +451,14 @@ class BinaryIndex(_Approximate):
     def _place(self, rows: slice | np.ndarray, vecs: np.ndarray) -> None:
         self._codes[rows] = self._code(np.asarray(vecs, dtype=np.float32))
         super()._place(rows, vecs)
+
+    def adopt(self, ids: list[str], users: list[str], active: np.ndarray, matrix: np.ndarray,
+              saved: dict[str, Any]) -> bool:
+        """Make this empty index the one saved, its codes taken from the saved rows (their signs are the raw ones)."""
+        self._codes = np.zeros((len(ids), self._words), dtype=np.uint64)
+        for s in range(0, len(ids), _BLOCK):
+            self._codes[s:s + _BLOCK] = self._code(np.asarray(matrix[s:s + _BLOCK]))
+        return super().adopt(ids, users, active, matrix, saved)
 
     def _approximate(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         qc = self._code(q[None, :])[0]

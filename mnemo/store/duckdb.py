@@ -31,12 +31,13 @@ from ..model import Event, Link, MemoryRecord, Turn
 from . import ann, persist
 from .cache import RecordCache
 from .duckdb_lexical import DuckDBLexical
+from .duckdb_load import DuckDBLoad
 from .index import VectorIndex
 from .lexical import LexicalIndex
 from .parquet import ParquetArchive
-from .touches import DeferredTouch
 from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
+from .touches import DeferredTouch
 
 DUCKDB_VERSION = "1.5.5"  # the pinned release the extension packages must match
 ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifests record it: digests are per version)
@@ -45,10 +46,6 @@ ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifest
 # read again from the file when needed; large operators spill to <file>.tmp); ":memory:" stores cannot.
 MEMORY_LIMIT_ENV = "MNEMO_DUCKDB_MEMORY_LIMIT"
 MEMORY_LIMIT = "1GB"
-# While the vectors are streamed into the index at open, DuckDB may keep no more than this of the blocks
-# it reads: each is read once, and at 1M rows keeping them held ~1 GB beside the matrix they were copied to.
-SCAN_MEMORY_LIMIT = "128MB"
-_LOAD_BATCH = 50_000  # rows per Arrow batch when the vectors are streamed into the index at open
 
 
 
@@ -132,7 +129,7 @@ DUCKDB = Dialect(
 )
 
 
-class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
+class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, ParquetArchive, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -244,22 +241,10 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQL
         # streamed batch by batch straight into the index's own rows: the matrix is held once, never copied.
         rowids, ids, users, active = self._read_rows(n)
         saved = persist.saved_for(self, ids, ENGINE_VERSION) if use_saved and self.path != ":memory:" else None
-        grouping: dict[str, Any] = {}
-        if saved is not None and saved.get("ivf_lists") is not None and isinstance(self.index, ann.IvfIndex):
-            # Rows the saved lists do not place (written since, or in the tail then) are assigned first.
-            lists = np.full(n, -1, dtype=np.int32)
-            lists[:len(saved["ivf_lists"])] = saved["ivf_lists"][:n]
-            todo = np.flatnonzero(lists < 0)
-            if len(todo):
-                lists[todo] = ann.IvfIndex.assign(self._vectors_of(rowids[todo]), saved["ivf_cent"])
-            grouping = {"cent": saved["ivf_cent"], "lists": lists, "trained_at": int(saved["ivf_trained_at"][0])}
-        try:
-            if self._memory_limit:
-                self.con.execute(f"SET memory_limit = '{SCAN_MEMORY_LIMIT}'")
-            self.index.load(ids, users, active, self._vector_batches(rowids), **grouping)
-        finally:
-            if self._memory_limit:
-                self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
+        # The index as it was closed, mapped from its saved rows; else the vectors are streamed in.
+        matrix = persist.saved_matrix(saved, n, self.dim) if saved is not None else None
+        if matrix is None or not self.index.adopt(ids, users, active, matrix, saved):
+            self._stream_index(rowids, ids, users, active, saved)
         if saved is not None:
             # The saved postings cover the first rows; rows written since wait for the next search, as new writes do.
             m = len(saved["lex_len"])
@@ -267,43 +252,6 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQL
             self._lexical_pending = ids[m:]
             self._saved_rows = m
         pa.default_memory_pool().release_unused()
-
-    def _read_rows(self, n: int) -> tuple[np.ndarray, list[str], list[str], np.ndarray]:
-        """Return (rowid, id, user, active) of every row, in table order."""
-        rowids, active = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
-        ids: list[str] = []
-        users: list[str] = []
-        for batch in self.con.execute("SELECT rowid, id, user_id, status = 'active' FROM memories"
-                                      ).to_arrow_reader(_LOAD_BATCH):
-            at, m = len(ids), batch.num_rows
-            if at + m > n:
-                raise StoreError(f"{self.path} changed while its vectors were being loaded; open it again")
-            rowids[at:at + m] = batch.column(0).to_numpy()
-            active[at:at + m] = batch.column(3).to_numpy(zero_copy_only=False)
-            ids.extend(batch.column(1).to_pylist())
-            users.extend(batch.column(2).to_pylist())
-        return rowids[:len(ids)], ids, users, active[:len(ids)]
-
-    def _vector_batches(self, rowids: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
-        """Yield (first row, vectors) of every row in table order, checked against `rowids` read before."""
-        at = 0
-        for batch in self.con.execute("SELECT rowid, embedding FROM memories").to_arrow_reader(_LOAD_BATCH):
-            m = batch.num_rows
-            if not np.array_equal(batch.column(0).to_numpy(), rowids[at:at + m]):
-                raise StoreError(f"{self.path} changed while its vectors were being loaded; open it again")
-            yield at, np.asarray(batch.column(1).values, dtype=np.float32).reshape(m, self.dim)
-            at += m
-        if at != len(rowids):
-            raise StoreError(f"{self.path} changed while its vectors were being loaded; open it again")
-
-    def _vectors_of(self, rowids: np.ndarray) -> np.ndarray:
-        """Return the vectors of rows `rowids`, in that order."""
-        todo = pa.table({"r": pa.array(rowids, pa.int64())})  # noqa: F841 - read by DuckDB
-        got = self.con.execute("SELECT rowid, embedding FROM memories WHERE rowid IN (SELECT r FROM todo)"
-                               ).to_arrow_table()
-        at = {int(r): k for k, r in enumerate(got.column(0).to_numpy())}
-        vecs = np.asarray(got.column(1).combine_chunks().flatten(), dtype=np.float32).reshape(-1, self.dim)
-        return vecs[[at[int(r)] for r in rowids]]
 
     def _checksum(self, ids: Sequence[str] | None = None) -> int:
         """Return the XOR of hash(id, text) over every row, or over the rows `ids` (order-free, so prefix =
@@ -472,6 +420,8 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, ParquetArchive, SQL
         # saved indexes, which described the rows before, are dropped.
         if self.path != ":memory:":
             persist.sidecar(self.path).unlink(missing_ok=True)
+            for matrix in persist.matrix_files(self.path):
+                matrix.unlink(missing_ok=True)
         self.index = VectorIndex(self.dim)
         self._load_index(use_saved=False)
 

@@ -188,6 +188,7 @@ class SQLStore:
     """The queries that read the same on both engines; a backend sets `dialect` and supplies `_run`."""
 
     dialect: Dialect
+    keeps_records = False  # True where reading the same ids twice costs one query (store.cache)
     path: str
     read_only: bool
     embedder: str
