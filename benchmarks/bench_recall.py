@@ -11,8 +11,10 @@ project's scenario turns); past the number of real turns, each further memory jo
 (their mix of questions naming a date, which recall's time scope retrieves twice, is recorded).
 Each side (this checkout, and with `--before` another) runs in its own subprocess on the same
 texts and queries, one after the other; every query is timed once after one warm-up query. The
-query embedding is inside the timing, as a caller pays it. Figures are milliseconds; the table's
-ratio is after / before.
+query embedding is inside the timing, as a caller pays it. Beside each recall, in the same
+process, the numpy floor is timed: the same query embedded, then brute-force top-10 over one
+float32 matrix of the store's vectors (`vs floor` is recall p50 / floor p50, per side). Figures
+are milliseconds; the table's ratio is after / before.
 """
 
 from __future__ import annotations
@@ -80,18 +82,27 @@ def run_side(n: int, n_queries: int, session_size: int = 0) -> dict:
         mem.add_many(texts, user="u")
     build_s = time.perf_counter() - t0
     mem.recall(questions[0], user="u")
-    times = []
+    stored = mem.store.con.execute("SELECT embedding FROM memories").to_arrow_table().column(0).combine_chunks()
+    matrix = np.array(stored.flatten(), dtype=np.float32).reshape(n, -1)
+    matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    times, floor = [], []
     for q in questions:
         t0 = time.perf_counter()
         mem.recall(q, user="u")
         times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        scores = matrix @ mem.embedder.embed([q])[0]
+        np.argpartition(-scores, 9)[:10]
+        floor.append(time.perf_counter() - t0)
     now = mem.clock.now()
     dated = sum(bool(spans(ask(q), now)) for q in questions) if spans else None
     mem.close()
-    ms = np.asarray(times) * 1000
+    ms, fl = np.asarray(times) * 1000, np.asarray(floor) * 1000
     return {"n": n, "queries": len(questions), "queries_naming_a_time": dated, "sessions_chained": chained,
             "build_s": round(build_s, 2),
-            "p50_ms": round(float(np.percentile(ms, 50)), 2), "p95_ms": round(float(np.percentile(ms, 95)), 2)}
+            "p50_ms": round(float(np.percentile(ms, 50)), 2), "p95_ms": round(float(np.percentile(ms, 95)), 2),
+            "floor_p50_ms": round(float(np.percentile(fl, 50)), 3),
+            "vs_floor": round(float(np.percentile(ms, 50) / np.percentile(fl, 50)), 2)}
 
 
 def side(checkout: Path, sizes: list[int], n_queries: int, session_size: int = 0) -> list[dict]:
@@ -115,13 +126,15 @@ def commit(checkout: Path) -> str:
 
 
 def table(report: dict) -> str:
-    rows = ["| memories | before p50 | now p50 | ratio | before p95 | now p95 |", "| --- | --- | --- | --- | --- | --- |"]
+    rows = ["| memories | before p50 | now p50 | ratio | before p95 | now p95 | before vs floor | now vs floor |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     before = {r["n"]: r for r in report.get("before", [])}
     for r in report["now"]:
         b = before.get(r["n"])
         ratio = f"{r['p50_ms'] / b['p50_ms']:.2f}x" if b else "-"
         rows.append(f"| {r['n']:,} | {b['p50_ms'] if b else '-'} ms | {r['p50_ms']} ms | {ratio} | "
-                    f"{b['p95_ms'] if b else '-'} ms | {r['p95_ms']} ms |")
+                    f"{b['p95_ms'] if b else '-'} ms | {r['p95_ms']} ms | {b.get('vs_floor', '-') if b else '-'}x | "
+                    f"{r.get('vs_floor', '-')}x |")
     return "\n".join(rows)
 
 

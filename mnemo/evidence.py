@@ -33,6 +33,7 @@ import calendar
 import re
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
+from functools import lru_cache
 
 from . import lexicon, match
 from .model import MemoryRecord
@@ -50,8 +51,10 @@ _FIRST = frozenset({"i", "me", "my", "mine", "myself", "we", "us", "our", "ours"
 _SECOND = frozenset({"you", "your", "yours", "yourself", "yourselves"})
 
 
-def _words(text: str) -> set[str]:
-    return {w.lower().removesuffix("'s").strip(".") for w in _WORD.findall(text or "")}
+@lru_cache(maxsize=4096)
+def _words(text: str) -> frozenset[str]:
+    # Kept per text: a recall reads each candidate's words several times, and hot memories recur across recalls.
+    return frozenset(w.lower().removesuffix("'s").strip(".") for w in _WORD.findall(text or ""))
 
 
 def mentions(m: MemoryRecord) -> set[str]:

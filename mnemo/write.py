@@ -130,6 +130,8 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
     with store.transaction():
         store.insert_turns(turns)
     reports: list[WriteReport] = []
+    # Events and links are only written here, never read while turns are reconciled: held for one append each.
+    held: tuple[list[Event], list[Link]] = ([], [])
     with store.transaction():
         for block, to_parse in _blocks(turns, contexts, cfg, llm.offline):
             read_ahead(to_parse)
@@ -140,10 +142,12 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
             for (_, turn), (candidates, overflow) in zip(block, found, strict=True):
                 mine, at = vecs[at:at + len(candidates)], at + len(candidates)
                 plan = reconcile(store, turn.user, candidates, mine, cfg, judge, embedder)
-                report = apply_plan(store, plan, candidates, mine, turn=turn, cfg=cfg)
+                report = apply_plan(store, plan, candidates, mine, turn=turn, cfg=cfg, held=held)
                 report.ignored.extend((c, f"over max_candidates={cfg.write.max_candidates} for one turn")
                                       for c in overflow)
                 reports.append(report)
+        store.insert_events(held[0])
+        store.insert_links(held[1])
     return reports
 
 
@@ -220,12 +224,13 @@ def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: n
 
 
 def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], vecs: np.ndarray, *, turn: Turn,
-               cfg: Config) -> WriteReport:
+               cfg: Config, held: tuple[list[Event], list[Link]] | None = None) -> WriteReport:
     """Apply a write plan inside the caller's transaction and return what it did.
 
     New memories are inserted first so that supersessions and `because` links can
     name them; a candidate that caused a change in the same turn is referred to by
-    its index (Action.evidence["because_candidate"]).
+    its index (Action.evidence["because_candidate"]). With `held`, the events and links
+    are added to its two lists for the caller to insert (in the same transaction).
     """
     report = WriteReport(turn_id=turn.id)
     at = turn.at
@@ -280,8 +285,12 @@ def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], ve
             linked.add((new.id, action.op))
             links.extend(_because_links(action, new, created, at))
             links.extend(_depends_links(store, new, created, at))
-    store.insert_events(events)
-    store.insert_links(links)
+    if held is not None:
+        held[0].extend(events)
+        held[1].extend(links)
+    else:
+        store.insert_events(events)
+        store.insert_links(links)
     return report
 
 

@@ -167,3 +167,37 @@ def test_memory_and_read_only_stores_save_nothing(tmp_path):
         mem.store.search_lexical("cats", 3, user="u")
     assert not persist.sidecar(str(path)).exists()
 
+
+
+def _index_state(index) -> tuple:
+    n = index.size
+    users = {c: u for u, c in index._users.items()}
+    extra = [index._offsets.tobytes(), index._built] if isinstance(index, ann.IvfIndex) else []
+    if hasattr(index, "_codes"):
+        extra.append(np.asarray(index._codes[:n]).tobytes())
+    return (list(index._ids), [users[int(c)] for c in index._user[:n]], index._active[:n].tobytes(),
+            np.asarray(index._vecs[:n]).tobytes(), *extra)
+
+
+@pytest.mark.parametrize("kind", ["exact", "binary", "ivf"])
+def test_the_index_is_mapped_back_as_it_was_closed_and_rebuilt_when_its_file_is_damaged(tmp_path, monkeypatch,
+                                                                                      kind, caplog):
+    monkeypatch.setattr(ann.IvfIndex, "TAIL_MIN", 50)
+    path = tmp_path / "m.duckdb"
+    with Memory.open(path, embedder="hash:32", index=kind) as mem:
+        mem.add_many(texts(400), user="u")
+        mem.add_many(texts(30, seed=1), user="v")  # IVF: a tail, kept as it was
+        found, state = searches(mem), _index_state(mem.store.index)
+    (matrix,) = persist.matrix_files(str(path))
+    with Memory.open(path, index=kind) as mem:
+        assert isinstance(mem.store.index._vecs, np.memmap)
+        assert _index_state(mem.store.index) == state and searches(mem) == found
+        mem.add_many(texts(5, seed=2), user="u")  # appends leave the mapped file alone
+        grown = searches(mem)
+    assert persist.matrix_files(str(path)) != [matrix] and not matrix.exists()  # the new save replaced it
+    (matrix,) = persist.matrix_files(str(path))
+    matrix.write_bytes(matrix.read_bytes()[:200])
+    with caplog.at_level(logging.WARNING, logger="mnemo.store"), Memory.open(path, index=kind) as mem:
+        assert not isinstance(mem.store.index._vecs, np.memmap)
+        assert searches(mem) == grown
+    assert "not using the saved indexes" in caplog.text

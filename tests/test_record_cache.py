@@ -99,3 +99,22 @@ def test_unknown_ids_and_repeats(store):
     assert store.get_many([]) == {}
     assert list(store.get_many(["m-0003", "nope", "m-0003"])) == ["m-0003"]
     assert store.stats()["records_kept"] >= 1
+
+
+def test_reads_kept_inside_a_transaction_stay_with_it(store):
+    reader = store.reader()
+    one, two = "m-0001", "m-0002"
+    with pytest.raises(RuntimeError), store.transaction():
+        store.set_status(one, "forgotten", reason="test", at=T0)
+        for _ in range(2):  # the second read is served from what the transaction's thread kept
+            same(store, [one, two])
+            assert store.get_many([one])[one].status == "forgotten"
+        seen = {}
+        t = threading.Thread(target=lambda: seen.update(reader.get_many([one])))
+        t.start()
+        t.join()
+        assert seen[one].status == "active"
+        raise RuntimeError("roll back")
+    assert store.get_many([one])[one].status == "active"
+    same(store, [one, two])
+    reader.close()

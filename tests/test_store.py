@@ -443,7 +443,7 @@ def test_postgres_store_offers_every_public_method_of_the_duckdb_store():
 
 
 def test_vectors_stream_into_the_index_batch_by_batch_at_open(tmp_path, monkeypatch):
-    import mnemo.store.duckdb as store_mod
+    import mnemo.store.duckdb_load as store_mod
 
     path = tmp_path / "s.duckdb"
     s = Store(path, embedder="test", dim=DIM)

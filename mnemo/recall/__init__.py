@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 from .. import evidence
 from ..config import DecayConfig, RecallConfig
 from ..errors import InvalidInput
-from ..extract.questions import ask, describe
+from ..extract.questions import describe
 from ..model import Packed, Recall, TraceEntry
-from .candidates import coverage, query_vector, resolve_self
+from .candidates import ask_soon, coverage, prefetch, query_vector, resolve_self
 from .confidence import EVIDENCE_COVERAGE, EVIDENCE_DENSE, confidence, evidence_of
 from .history import cite, expand, history_notes, shaken
 from .packing import make_room, pack
@@ -84,10 +84,12 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
         raise InvalidInput(f"budget_tokens must be >= 0, got {budget}")
     w = cfg.lexical_weight
     names = [user, *store.self_names(user)]
-    q = ask(resolve_self(query, names))
+    asked = ask_soon(resolve_self(query, names))  # read on a worker thread while the retrievers run
     vector = query_vector(embedder, query, names)
     dense = store.search_dense(vector, cfg.candidates, user=user, filters=filters)
     lexical = store.search_lexical(query, cfg.candidates, user=user, filters=filters) if w > 0 else []
+    prefetch(store, (dense if w < 1 else []) + lexical, count_many)  # while the question is still being read
+    q = asked.result()
     scope = time_scope(q, now, filters) if cfg.time_scope else None
     then = None
     if scope is not None:
@@ -95,7 +97,7 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
                 store.search_lexical(query, cfg.candidates, user=user, filters=scope) if w > 0 else [])
     follows = []
     if cfg.context_weight > 0 or cfg.rerank:
-        follows = store.links(sorted({m for hits in (dense, lexical, *(then or ())) for m, _ in hits}), ("follows",))
+        follows = store.follows(sorted({m for hits in (dense, lexical, *(then or ())) for m, _ in hits}))
     fused = relevance(dense, lexical, cfg, then, follows)
     every = [(hits, on) for hits, on in ((dense, w < 1), (lexical, True))]
     every += [(then[0], w < 1), (then[1], True)] if then is not None else []

@@ -3,17 +3,23 @@
     q = resolve_self("Where does Alice live?", ["Alice"])   # "Where does the user live?"
     v = query_vector(embedder, query, names)                 # the query as asked and as resolved, blended
     coverage(query, memory_text, names, attribute)           # share of the query's content words covered
+    asked = ask_soon(q); ...; asked.result()                  # the question read while retrieval runs
+    prefetch(store, hits, count_many)                         # ... and the candidates read meanwhile
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..extract.questions import Ask, ask
 from ..normalise import canonical_attribute
 
 if TYPE_CHECKING:
@@ -41,6 +47,38 @@ def resolve_self(query: str, names: Sequence[str]) -> str:
         pattern = re.compile(rf"\b{re.escape(name)}(?=\W|$)", re.IGNORECASE)
         query = pattern.sub("the user", query)
     return query
+
+
+_READER: list[Any] = [None, None]  # (process id, executor): a forked child starts its own thread
+_READER_LOCK = threading.Lock()
+
+
+def ask_soon(question: str) -> Future[Ask]:
+    """Return the reading of `question` (`extract.questions.ask`) as a future, parsed on a worker thread.
+
+    Parsing a new question (spaCy) costs about what a search of 100k memories costs, and the two
+    hardly share the interpreter: the searches run in numpy and DuckDB, which release it. A recall
+    reads its question here while it retrieves, and waits for the reading only when it needs it.
+    """
+    with _READER_LOCK:
+        if _READER[0] != os.getpid():
+            _READER[:] = [os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemo-ask")]
+        return _READER[1].submit(ask, question)
+
+
+def prefetch(store: Any, hits: Sequence[tuple[str, float]], count_many: Callable[[list[str]], list[int]]) -> None:
+    """Read the records of `hits` and count their tokens, so that both are kept when recall asks for them.
+
+    Recall calls this while its question is still being read (`ask_soon`): the rows come from the
+    store's kept records or one statement, and the tokenizer, like the searches, runs outside the
+    interpreter. Nothing is returned; what recall reads after is what it would have read anyway.
+    Only a store that keeps the records it reads (`keeps_records`, store.cache) is read here.
+    """
+    if not getattr(store, "keeps_records", False):
+        return  # a store that keeps no records would be read twice
+    records = store.get_many(list(dict.fromkeys(m for m, _ in hits)))
+    if records:
+        count_many([m.text for m in records.values()])
 
 
 def query_vector(embedder: Embedder, query: str, names: Sequence[str]) -> np.ndarray:
@@ -92,7 +130,9 @@ def _attribute_phrases(query: str) -> dict[str, tuple[str, ...]]:
     return {a: tuple(p) for a, p in out.items() if a}
 
 
-def _terms(text: str, skip: frozenset[str] = frozenset()) -> set[str]:
+@lru_cache(maxsize=4096)
+def _terms(text: str, skip: frozenset[str] = frozenset()) -> frozenset[str]:
+    # Kept per (text, names): the same candidates recur across a user's recalls.
     out = set()
     for word in _WORD.findall(text.casefold()):
         if word in _STOPWORDS or word in skip or (len(word) < 2 and not word.isdigit()):
@@ -100,4 +140,4 @@ def _terms(text: str, skip: frozenset[str] = frozenset()) -> set[str]:
         if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
             word = word[:-1]
         out.add(word[:4])
-    return out
+    return frozenset(out)

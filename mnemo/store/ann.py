@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -249,6 +251,64 @@ class IvfIndex(_Approximate):
             out[grouped] = np.searchsorted(self._offsets, rows[grouped], side="right") - 1
             return {"ivf_cent": self._cent, "ivf_lists": out, "ivf_trained_at": np.array([self._trained_at])}
 
+    def load(self, ids: list[str], users: list[str], active: np.ndarray, batches: Iterable[tuple[int, np.ndarray]],
+             where: np.ndarray | None = None, *, cent: np.ndarray | None = None, lists: np.ndarray | None = None,
+             trained_at: int = 0) -> None:
+        """Fill this empty index as `VectorIndex.load` does, each row written once to its place in its list.
+
+        With saved centroids and a list for every row (`lists`, see `assign`), no k-means runs and
+        rows go straight to their grouped rows. Without them the rows are loaded, then grouped as
+        `add` groups a large first batch (k-means; the regrouping holds a second copy once).
+        """
+        with self._lock:
+            usable = (cent is not None and lists is not None and len(cent) and cent.shape[1] == self.dim
+                      and len(lists) == len(ids) and not self.size and bool((np.asarray(lists) >= 0).all()))
+            if not usable:
+                super().load(ids, users, active, batches)
+                if self.size > self.TAIL_MIN:
+                    self.build(retrain=True)
+                return
+            t0 = time.perf_counter()
+            lists = np.asarray(lists)
+            order = np.argsort(lists, kind="stable")
+            where = np.empty(len(ids), dtype=np.int64)
+            where[order] = np.arange(len(ids))
+            super().load(ids, users, active, batches, where)
+            self._cent, self._trained_at = np.asarray(cent, dtype=np.float32), trained_at
+            self._offsets = np.searchsorted(lists[order], np.arange(len(self._cent) + 1)).astype(np.int64)
+            self._built = self.size
+            self.builds += 1
+            self.build_seconds += time.perf_counter() - t0
+
+    def adopt(self, ids: list[str], users: list[str], active: np.ndarray, matrix: np.ndarray,
+              saved: dict[str, Any]) -> bool:
+        """Make this empty index the one saved, lists and tail as they were (see `VectorIndex.adopt`)."""
+        if any(k not in saved for k in ("ivf_cent", "ivf_trained_at", "mat_offsets", "mat_built")):
+            return False
+        with self._lock:
+            super().adopt(ids, users, active, matrix, saved)
+            self._cent = np.asarray(saved["ivf_cent"], dtype=np.float32)
+            self._trained_at = int(saved["ivf_trained_at"][0])
+            self._offsets = np.asarray(saved["mat_offsets"], dtype=np.int64)
+            self._built = int(saved["mat_built"][0])
+            return True
+
+    def layout(self, ids: list[str]) -> dict[str, Any]:
+        """Return where each of `ids` is, and the lists' bounds, to save beside `matrix()`."""
+        with self._lock:
+            return {**super().layout(ids), "mat_offsets": self._offsets.copy(), "mat_built": np.array([self._built])}
+
+    @staticmethod
+    def assign(vecs: np.ndarray, cent: np.ndarray) -> np.ndarray:
+        """Return the list (nearest of the centroids `cent`) of each raw vector, as a grouping load assigns it."""
+        out = np.empty(len(vecs), dtype=np.int32)
+        for s in range(0, len(vecs), _BLOCK):
+            part = np.asarray(vecs[s:s + _BLOCK], dtype=np.float32)
+            norm = np.linalg.norm(part, axis=1, keepdims=True)
+            norm[norm == 0] = 1.0
+            out[s:s + _BLOCK] = assign_rows(part / norm, np.asarray(cent, dtype=np.float32))
+        return out
+
     def add_grouped(self, ids: list[str], users: list[str], vecs: np.ndarray, active: np.ndarray,
                     cent: np.ndarray, lists: np.ndarray, trained_at: int) -> None:
         """Load rows whose lists were saved (`lists[i]` for the first rows, -1 or missing for later ones)
@@ -381,6 +441,25 @@ class BinaryIndex(_Approximate):
             self._codes[start:end] = self._code(vecs)
         super().add(ids, users, vecs, active)
 
+    def load(self, ids: list[str], users: list[str], active: np.ndarray, batches: Iterable[tuple[int, np.ndarray]],
+             where: np.ndarray | None = None) -> None:
+        """Fill this empty index as `VectorIndex.load` does, with each row's code written beside it."""
+        if len(self._codes) < len(ids):
+            self._codes = np.zeros((len(ids), self._words), dtype=np.uint64)
+        super().load(ids, users, active, batches, where)
+
+    def _place(self, rows: slice | np.ndarray, vecs: np.ndarray) -> None:
+        self._codes[rows] = self._code(np.asarray(vecs, dtype=np.float32))
+        super()._place(rows, vecs)
+
+    def adopt(self, ids: list[str], users: list[str], active: np.ndarray, matrix: np.ndarray,
+              saved: dict[str, Any]) -> bool:
+        """Make this empty index the one saved, its codes taken from the saved rows (their signs are the raw ones)."""
+        self._codes = np.zeros((len(ids), self._words), dtype=np.uint64)
+        for s in range(0, len(ids), _BLOCK):
+            self._codes[s:s + _BLOCK] = self._code(np.asarray(matrix[s:s + _BLOCK]))
+        return super().adopt(ids, users, active, matrix, saved)
+
     def _approximate(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         qc = self._code(q[None, :])[0]
         # The mask fixes the row count, so a concurrent append cannot change it mid-search.
@@ -414,6 +493,14 @@ class Int8Index(_Approximate):
             grown[:start] = self._codes[:start]
             self._codes = grown
         self._codes[start:self.size] = np.clip(np.rint(self._vecs[start:self.size] * self._scale), -127, 127)
+
+    def load(self, ids: list[str], users: list[str], active: np.ndarray, batches: Iterable[tuple[int, np.ndarray]],
+             where: np.ndarray | None = None) -> None:
+        """Fill this empty index through `add` (its scale is taken from the whole first batch): a matrix copy."""
+        vecs = np.empty((len(ids), self.dim), dtype=np.float32)
+        for start, part in batches:
+            vecs[start:start + len(part)] = part
+        self.add(ids, users, vecs, active)
 
     def _approximate(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = mask.shape[0]

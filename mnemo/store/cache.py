@@ -9,23 +9,41 @@ read are kept and served again until something changes them. Coherence rules, al
   importance, a new row with a known id) drops those ids before and after it runs;
 - a set-based change (decay pass, purge, restore, rollback, reload) drops everything;
 - nothing is kept while a transaction is open (its reads may be uncommitted), and ids written
-  in a transaction are dropped again when it ends, committed or not;
+  in a transaction are dropped again when it ends, committed or not; the thread that holds the
+  transaction keeps what it reads in a separate set, seen by no other thread and dropped when
+  the transaction ends (`remember_many` reads the same neighbours turn after turn);
 - a read keeps what it found only if no write happened while it ran (a generation counter),
   so a reader on another cursor cannot keep a row a writer just changed.
 
+A small store (WARM_MAX rows or fewer when opened) reads every row at its first miss: one
+statement of ~100 id probes costs about what reading 10k whole rows costs once, and after it
+a recall's candidates cost no query at all.
+
 Records come back in the order `get_many` has always returned them (created_at, then id).
+
+Two smaller reads a recall makes are kept by the same rules: the names a user goes by
+(`self_names`, dropped with any write of a memory row), and which ids appear in any link
+(`links` asks SQL only for ids in that set: most memories have none). The linked set is a
+superset: links are only ever added, or removed together with a reload of the indexes. The
+`follows` links themselves (a session's turns in order, which recall reads for every question:
+a scan of the links table, ~5 ms at 100k) are kept as an adjacency dict by the same rules: built
+at the first `follows` call, grown by every insert, dropped by a reload. A link whose transaction
+rolls back stays until the reload the rollback causes; it joins ids that were never written, so
+no recall meets it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from ..model import MemoryRecord
+from ..model import Link, MemoryRecord
 
 KEPT = 50_000  # records kept at most; past this the cache starts again empty
+WARM_MAX = 20_000  # a store of at most this many rows reads them all at its first miss, in one statement
 
 
 def order_key(record: MemoryRecord) -> tuple:
@@ -37,47 +55,120 @@ def order_key(record: MemoryRecord) -> tuple:
 class RecordCache:
     """Mixin for a store whose `_fetch_many(ids)` reads records by id; keeps them while they cannot have changed."""
 
+    keeps_records = True  # a second read of the same ids costs no query (recall prefetches on this)
+
     def _cache_init(self) -> None:
         self._kept: dict[str, MemoryRecord] = {}
         self._generation = 0
         self._open_tx = 0
         self._written: set[str] = set()
+        self._names: dict[str, list[str]] = {}
+        self._warm = False
+        self._tx_kept: dict[str, MemoryRecord] = {}
+        self._tx_owner: int | None = None
+        self._linked: set[str] = set()
+        self._near: dict[str, list[Link]] | None = None  # id -> its `follows` links; built at the first question
 
     def get_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
         """Return {id: memory} of the `ids` that exist, oldest first."""
         if not ids:
             return {}
-        kept = self._kept
+        mine = self._open_tx and self._tx_owner == threading.get_ident()
+        kept = self._tx_kept if mine else self._kept
         found = {i: kept[i] for i in ids if i in kept}
         missing = [i for i in dict.fromkeys(ids) if i not in found]
         if missing:
             generation = self._generation
-            fresh = self._fetch_many(missing)
-            if generation == self._generation and not self._open_tx:
+            warm, self._warm = self._warm and not self._open_tx, False
+            fresh = self._fetch_all() if warm else self._fetch_many(missing)
+            if generation == self._generation and (mine or not self._open_tx):
                 if len(kept) + len(fresh) > KEPT:
                     kept.clear()
                 kept.update(fresh)
-            found.update(fresh)
+            found.update((i, fresh[i]) for i in missing if i in fresh)
         return {r.id: r for r in sorted(found.values(), key=order_key)}
+
+    def self_names(self, user: str) -> list[str]:
+        """Return the names the user goes by, from their active name memories (kept while no row changes)."""
+        kept = self._names.get(user)
+        if kept is not None:
+            return list(kept)
+        generation = self._generation
+        names = super().self_names(user)
+        if generation == self._generation and not self._open_tx:
+            self._names[user] = names
+        return list(names)
+
+    def links(self, ids: list[str], kinds: tuple[str, ...] = ("supersedes", "because", "refers_to")) -> list[Link]:
+        """Return the links of those kinds from or to any of `ids`, oldest first (no query when none has a link)."""
+        linked = [i for i in ids if i in self._linked]
+        return super().links(linked, kinds) if linked else []
+
+    def follows(self, ids: list[str]) -> list[Link]:
+        """Return the `follows` links from or to any of `ids`, each once, oldest first (no query after the first)."""
+        if self._near is None:
+            self._near = {}
+            self._near_add(self._follows_rows())
+        found: dict[tuple[str, str], Link] = {}
+        for i in ids:
+            for link in self._near.get(i, ()):
+                found.setdefault((link.src, link.dst), link)
+        return sorted(found.values(), key=lambda x: (x.at is None, x.at.timestamp() if x.at else 0.0))
+
+    def _near_add(self, links: Iterable[Link]) -> None:
+        if self._near is not None:
+            for link in links:
+                if link.kind == "follows":
+                    self._near.setdefault(link.src, []).append(link)
+                    self._near.setdefault(link.dst, []).append(link)
+
+    def _links_added(self, links: list[Link]) -> None:
+        self._linked.update(i for lk in links for i in (lk.src, lk.dst))
+        self._near_add(links)
+
+    def _links_reset(self, ids: Iterable[str]) -> None:
+        self._linked = set(ids)
+        self._near = None
+
+    def _follows_rows(self) -> list[Link]:
+        raise NotImplementedError
+
+    def _kept_replace(self, ids: Iterable[str], change: Callable[[MemoryRecord], MemoryRecord]) -> None:
+        """Replace the kept records of `ids` by `change(record)` (a write whose effect is known without reading)."""
+        # A read running meanwhile must not keep what it found: it may predate the change.
+        self._generation += 1
+        kept = self._kept
+        for i in ids:
+            record = kept.get(i)
+            if record is not None:
+                kept[i] = change(record)
 
     def _drop(self, ids: Iterable[str]) -> None:
         self._generation += 1
+        self._names.clear()
         ids = list(ids)
         for i in ids:
             self._kept.pop(i, None)
+            self._tx_kept.pop(i, None)
         if self._open_tx:
             self._written.update(ids)
 
     def _drop_all(self) -> None:
         self._generation += 1
         self._kept.clear()
+        self._tx_kept.clear()
+        self._names.clear()
 
     def _tx_began(self) -> None:
         self._open_tx += 1
+        self._tx_owner = threading.get_ident()
+        self._tx_kept.clear()
 
     def _tx_ended(self) -> None:
         self._open_tx -= 1
         self._generation += 1
+        self._tx_kept.clear()
+        self._names.clear()
         written, self._written = self._written, set()
         for i in written:
             self._kept.pop(i, None)
@@ -115,6 +206,13 @@ class RecordCache:
 
     def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
         raise NotImplementedError
+
+    def _fetch_all(self) -> dict[str, MemoryRecord]:
+        raise NotImplementedError
+
+    def _warm_at_first_miss(self, rows: int) -> None:
+        """Read every record at the next miss when the store holds at most WARM_MAX rows."""
+        self._warm = rows <= WARM_MAX
 
     def _cache_stats(self) -> dict[str, Any]:
         return {"records_kept": len(self._kept)}

@@ -31,11 +31,13 @@ from ..model import Event, Link, MemoryRecord, Turn
 from . import ann, persist
 from .cache import RecordCache
 from .duckdb_lexical import DuckDBLexical
+from .duckdb_load import DuckDBLoad
 from .index import VectorIndex
 from .lexical import LexicalIndex
 from .parquet import ParquetArchive
 from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
+from .touches import DeferredTouch
 
 DUCKDB_VERSION = "1.5.5"  # the pinned release the extension packages must match
 ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifests record it: digests are per version)
@@ -44,7 +46,6 @@ ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifest
 # read again from the file when needed; large operators spill to <file>.tmp); ":memory:" stores cannot.
 MEMORY_LIMIT_ENV = "MNEMO_DUCKDB_MEMORY_LIMIT"
 MEMORY_LIMIT = "1GB"
-_LOAD_BATCH = 50_000  # rows per Arrow batch when the vectors are streamed into the index at open
 
 
 
@@ -128,7 +129,7 @@ DUCKDB = Dialect(
 )
 
 
-class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
+class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, ParquetArchive, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -153,10 +154,12 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
         self._stems: dict[str, str] = {}  # word -> porter stem, as DuckDB's fts stems it
         self._cache_init()
         self.con = _connect(self.path, read_only=read_only)
+        self._memory_limit: str | None = None
         if self.path != ":memory:":
             limit = os.environ.get(MEMORY_LIMIT_ENV, MEMORY_LIMIT)
+            self._memory_limit = limit.replace(chr(39), "")
             try:
-                self.con.execute(f"SET memory_limit = '{limit.replace(chr(39), '')}'")
+                self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
             except duckdb.Error as exc:
                 raise StoreError(f"{MEMORY_LIMIT_ENV}={limit!r} is not a DuckDB memory limit (e.g. 1GB, 512MB): "
                                  f"{exc}") from exc
@@ -166,6 +169,7 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
             self._migrate()
         self.index = VectorIndex(self.dim)
         self._load_index()
+        self._touches_open()
 
     @staticmethod
     def recorded_embedder(path: str | Path) -> str | None:
@@ -220,39 +224,27 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
         # The lexical index is taken from the saved postings (store.persist) when they still describe the
         # table, else rebuilt lazily, from the whole table, at the next lexical search.
         self.lexical, self._lexical_pending = LexicalIndex(), None
+        self._lexical_docs: dict[str, list[Any]] = {}
         self._saved_rows = 0
         self._drop_all()
         # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
         # pinned read probes them by index instead of scanning the table.
         self._pinned_ids = {r[0] for r in self.con.execute("SELECT id FROM memories WHERE pinned").fetchall()}
+        self._links_reset(r[0] for r in self.con.execute("SELECT src FROM links UNION SELECT dst FROM links").fetchall())
         n = self.con.execute("SELECT count(*) FROM memories").fetchone()[0]
+        self._warm_at_first_miss(n)
         # The index kind is the one the size policy asks for at the size the store has now.
         self.index = ann.empty(ann.choose(n, self.index_kind), self.dim)
         if n == 0:
             return
-        # Streamed in batches into one matrix: no whole-table Arrow copy of the vectors is ever held.
-        vecs = np.empty((n, self.dim), dtype=np.float32)
-        ids: list[str] = []
-        users: list[str] = []
-        active = np.empty(n, dtype=bool)
-        reader = self.con.execute(
-            "SELECT id, user_id, status = 'active' AS active, embedding FROM memories").to_arrow_reader(_LOAD_BATCH)
-        for batch in reader:
-            at, m = len(ids), batch.num_rows
-            if at + m > n:
-                raise StoreError(f"{self.path} changed while its vectors were being loaded; open it again")
-            vecs[at:at + m] = np.asarray(batch.column(3).values, dtype=np.float32).reshape(m, self.dim)
-            active[at:at + m] = batch.column(2).to_numpy(zero_copy_only=False)
-            ids.extend(batch.column(0).to_pylist())
-            users.extend(batch.column(1).to_pylist())
+        # Ids, users and flags first (the saved indexes are checked against the ids), then the vectors,
+        # streamed batch by batch straight into the index's own rows: the matrix is held once, never copied.
+        rowids, ids, users, active = self._read_rows(n)
         saved = persist.saved_for(self, ids, ENGINE_VERSION) if use_saved and self.path != ":memory:" else None
-        lists = saved.get("ivf_lists") if saved else None
-        if lists is not None and isinstance(self.index, ann.IvfIndex):
-            self.index.add_grouped(ids, users, vecs[:len(ids)], active[:len(ids)], saved["ivf_cent"], lists,
-                                   int(saved["ivf_trained_at"][0]))
-        else:
-            self.index.add(ids, users, vecs[:len(ids)], active=active[:len(ids)])
-        del vecs, reader
+        # The index as it was closed, mapped from its saved rows; else the vectors are streamed in.
+        matrix = persist.saved_matrix(saved, n, self.dim) if saved is not None else None
+        if matrix is None or not self.index.adopt(ids, users, active, matrix, saved):
+            self._stream_index(rowids, ids, users, active, saved)
         if saved is not None:
             # The saved postings cover the first rows; rows written since wait for the next search, as new writes do.
             m = len(saved["lex_len"])
@@ -283,7 +275,9 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
             return self._saved_rows > 0
 
     def close(self) -> None:
-        """Save the indexes when worth it (see `save_indexes`), then close the connection."""
+        """Apply waiting touches, save the indexes when worth it (see `save_indexes`), close the connection."""
+        self.flush_touches()
+        self._pending.release()
         if not self.read_only and self.path != ":memory:" and persist.worth_saving(self):
             try:
                 self.save_indexes()
@@ -334,6 +328,7 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
             self.con.execute(f"INSERT INTO memories ({', '.join(SQL_COLS)}, embedding) SELECT * FROM batch")
             if self._lexical_pending is not None:
                 self._lexical_pending.extend(r.id for r in records)
+                self._lexical_wrote(records)
             self._pinned_ids.update(r.id for r in records if r.pinned)
         self.index.add([r.id for r in records], [r.user for r in records], vectors,
                        active=np.array([r.status == "active" for r in records]))
@@ -344,14 +339,21 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
         """Append events in one Arrow statement."""
         self._append("events", list(events))
 
+    def _follows_rows(self) -> list[Link]:
+        rows = self.con.execute(f"SELECT {LINKS.cols} FROM links WHERE kind = 'follows' ORDER BY ts").fetchall()
+        return [LINKS.of(r) for r in rows]
+
     def insert_links(self, links: Iterable[Link]) -> None:
         """Append links in one Arrow statement."""
-        self._append("links", list(links))
+        links = list(links)
+        self._links_added(links)
+        self._append("links", links)
 
     def _status_changed(self, ids: list[str], active: bool) -> None:
         # The in-process indexes search active memories only.
         self.index.set_active(ids, active)
         self.lexical.set_active(ids, active)
+        self._lexical_status(ids, active)
 
     def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
         """Tombstone, in one set-based pass, active memories whose salience is under the threshold.
@@ -360,6 +362,7 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
         each decayed memory gets an event carrying the salience that decided it.
         """
         self._writable()
+        self.flush_touches()  # salience is computed in SQL from access counts
         select, params = decay_select(DUCKDB, now, cfg)
         with self.transaction():
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE decayed AS {select}", params)
@@ -390,6 +393,9 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
     def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
         return SQLStore.get_many(self, ids)
 
+    def _fetch_all(self) -> dict[str, MemoryRecord]:
+        return {r.id: r for r in self._records("TRUE", [], "id")}
+
     def vectors(self, ids: list[str]) -> np.ndarray:
         return self.index.vectors(ids)
 
@@ -418,6 +424,8 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
         # saved indexes, which described the rows before, are dropped.
         if self.path != ":memory:":
             persist.sidecar(self.path).unlink(missing_ok=True)
+            for matrix in persist.matrix_files(self.path):
+                matrix.unlink(missing_ok=True)
         self.index = VectorIndex(self.dim)
         self._load_index(use_saved=False)
 
@@ -429,6 +437,7 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
         for writers nor holds more than one batch (what and in which order: `sql.dump_queries`).
         """
         convert = {"turns": TURNS.of, "events": EVENTS.of, "links": LINKS.of}
+        self.flush_touches()  # rows are read as the table holds them
         cur = self.con.cursor()
         try:
             cur.execute("BEGIN TRANSACTION")
@@ -448,6 +457,7 @@ class DuckDBStore(RecordCache, DuckDBLexical, ParquetArchive, SQLStore):
     def review(self, user: str | None = None, *, batch_size: int = 500) -> Iterable[list[tuple[MemoryRecord, list[Event]]]]:
         """Yield batches of (memory, its events) ordered by user, status (active first), kind and age."""
         mine, params = ("user_id = ?", [user]) if user is not None else ("TRUE", [])
+        self.flush_touches()  # rows are read as the table holds them
         cols = ", ".join(f"m.{c}" for c in SQL_COLS)
         # One query with the events aggregated per memory: a second query would need a second cursor,
         # which is a second snapshot.

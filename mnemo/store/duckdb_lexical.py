@@ -3,11 +3,16 @@
 A mixin of `DuckDBStore` (which holds `con`, `_lock`, `lexical`, `_lexical_pending`,
 `lexical_syncs` and `_stems`): rows written since the last lexical search are analysed in one
 statement at the next (all rows the first time), and a query's words are stemmed by DuckDB once.
+Rows this process wrote since then, when their texts are ASCII, are analysed here instead, as
+queries are (fts's tokens of ASCII text are lowercase runs of [a-z0-9], stems asked once): a
+write then a search (`remember_many`, turn after turn) costs no statement for known words.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +40,14 @@ class DuckDBLexical:
             pending = self._lexical_pending
             if pending is not None and not pending:
                 return
+            docs_of = self._lexical_docs
+            if pending and all(i in docs_of and docs_of[i][1].isascii() for i in pending):
+                self._add_ascii(pending, [docs_of[i] for i in pending])
+                self._lexical_pending = []
+                docs_of.clear()
+                self.lexical_syncs += 1
+                return
+            docs_of.clear()
             # Rows come back with their position, so postings need no id lookups.
             where = "" if pending is None else "WHERE id IN (SELECT id FROM todo)"
             todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
@@ -64,6 +77,42 @@ class DuckDBLexical:
                          post.column("pos").to_numpy(), terms.dictionary.to_pylist(), terms.indices.to_numpy(),
                          post.column("tf").to_numpy())
 
+    def _lexical_wrote(self, records: Iterable[Any]) -> None:
+        """Keep the user, text and active flag of rows just written, for the next sync to analyse here."""
+        for r in records:
+            self._lexical_docs[r.id] = [r.user, r.text, r.status == "active"]
+
+    def _lexical_status(self, ids: Sequence[str], active: bool) -> None:
+        for i in ids:
+            doc = self._lexical_docs.get(i)
+            if doc is not None:
+                doc[2] = active
+
+    def _add_ascii(self, ids: list[str], docs: list[list[Any]]) -> None:
+        """Analyse rows of ASCII text as fts does (tokens, stopwords out, porter stems) and append their postings."""
+        toks = [[t for t in _ASCII_TOKEN.findall(text.lower()) if t not in _STOPWORD_SET] for _, text, _ in docs]
+        self._stem_words({t for words in toks for t in words})
+        terms: dict[str, int] = {}
+        pos, term_of, tf = [], [], []
+        for k, words in enumerate(toks):
+            for term, count in Counter(self._stems[t] for t in words).items():
+                pos.append(k)
+                term_of.append(terms.setdefault(term, len(terms)))
+                tf.append(count)
+        self.lexical.add(ids, [d[0] for d in docs], np.array([d[2] for d in docs], dtype=bool),
+                         np.array(pos, dtype=np.int64), list(terms), np.array(term_of, dtype=np.int64),
+                         np.array(tf, dtype=np.int64))
+
+    def _stem_words(self, words: set[str]) -> None:
+        """Ask DuckDB the porter stems of the ASCII words not seen before, and keep them."""
+        todo = sorted(words - self._stems.keys())
+        if todo:
+            if len(self._stems) + len(todo) > _STEMS_KEPT:
+                self._stems.clear()
+                todo = sorted(words)
+            self._stems.update(self.con.execute("SELECT tok, stem(tok, 'porter') FROM (SELECT unnest(?::VARCHAR[]) "
+                                                "AS tok)", [todo]).fetchall())
+
     def _analyse(self, text: str) -> list[str]:
         """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
         check_text(text, "query")
@@ -75,12 +124,7 @@ class DuckDBLexical:
         # On ASCII, fts's tokenizer is exactly lowercase + runs of [a-z0-9]; each word's stem is asked of
         # DuckDB once and kept, so a query costs no statement once its words have been seen.
         toks = {t for t in _ASCII_TOKEN.findall(text.lower()) if t not in _STOPWORD_SET}
-        todo = sorted(toks - self._stems.keys())
-        if todo:
-            if len(self._stems) > _STEMS_KEPT:
-                self._stems.clear()
-            self._stems.update(self.con.execute("SELECT tok, stem(tok, 'porter') FROM (SELECT unnest(?::VARCHAR[]) "
-                                                "AS tok)", [todo]).fetchall())
+        self._stem_words(toks)
         return sorted({self._stems[t] for t in toks})
 
     def search_lexical(self, query: str, k: int, *, user: str,

@@ -7,6 +7,9 @@ force. The store keeps it in sync on every write (append, status change).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 
 from ..errors import InvalidInput
@@ -62,6 +65,64 @@ class VectorIndex:
             self._row[mid] = self.size + offset
         self._ids.extend(ids)
         self.size += n
+
+    def load(self, ids: list[str], users: list[str], active: np.ndarray,
+             batches: Iterable[tuple[int, np.ndarray]], where: np.ndarray | None = None) -> None:
+        """Fill this empty index with `ids` (their users and flags), each vector written once, straight to its row.
+
+        `batches` yields (first row, vectors) in the order of `ids`; `where[i]` is the row that the
+        i-th id takes (None: the same order). No second copy of the matrix is held: opening a large
+        store needs the matrix once, not twice (benchmarks/probe_open_1m.py).
+        """
+        n = len(ids)
+        self._grow(n)
+        for start, vecs in batches:
+            end = start + len(vecs)
+            self._place(slice(start, end) if where is None else where[start:end], vecs)
+        self._take_rows(ids, users, active, where)
+
+    def adopt(self, ids: list[str], users: list[str], active: np.ndarray, matrix: np.ndarray,
+              saved: dict[str, Any]) -> bool:
+        """Make this empty index the one saved (`store.persist`) and return True (False: nothing was done).
+
+        `matrix` is its rows as they were held (a map of the saved file), `saved["mat_pos"][i]` the
+        row of the i-th id; flags and users are the table's.
+        """
+        n = len(ids)
+        self._vecs = matrix
+        self._active, self._user = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int32)
+        self._take_rows(ids, users, active, np.asarray(saved["mat_pos"], dtype=np.int64))
+        return True
+
+    def matrix(self) -> np.ndarray:
+        """Return the index's rows (unit vectors, in its own row order), to save."""
+        return self._vecs[: self.size]
+
+    def layout(self, ids: list[str]) -> dict[str, Any]:
+        """Return where each of `ids` is in this index (`mat_pos`), to save beside `matrix()`."""
+        return {"mat_pos": np.fromiter((self._row[i] for i in ids), dtype=np.int64, count=len(ids))}
+
+    def _take_rows(self, ids: list[str], users: list[str], active: np.ndarray, where: np.ndarray | None) -> None:
+        """Set the ids, users and flags of the first len(ids) rows: the i-th id at row `where[i]`."""
+        n = len(ids)
+        order = np.arange(n) if where is None else np.argsort(where, kind="stable")
+        self._ids = list(ids) if where is None else [ids[i] for i in order.tolist()]
+        # Users are few: each is coded once, then the rows' codes are one array.
+        code = {u: self._user_code(u) for u in dict.fromkeys(users)}
+        self._user[:n] = np.fromiter((code[u] for u in users), dtype=np.int32, count=n)[order]
+        self._active[:n] = np.asarray(active, dtype=bool)[order]
+        self._row = {mid: r for r, mid in enumerate(self._ids)}
+        self.size = n
+
+    def _place(self, rows: slice | np.ndarray, vecs: np.ndarray) -> None:
+        """Write unit vectors of `vecs` to `rows` of the matrix (normalised as `add` does)."""
+        vecs = np.asarray(vecs, dtype=np.float32)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        if isinstance(rows, slice):
+            np.divide(vecs, norms, out=self._vecs[rows])
+        else:
+            self._vecs[rows] = vecs / norms
 
     def set_active(self, ids: list[str], active: bool) -> None:
         """Mark rows active or inactive (a tombstone leaves the row, only the flag changes)."""

@@ -181,7 +181,9 @@ class LexicalIndex:
         index = cls()
         n = len(ids)
         index._grow(n)
-        index._user[:n] = [index._users.setdefault(u, len(index._users)) for u in users]
+        # Users are few: each is coded once, then the rows' codes are one array.
+        code = {u: index._users.setdefault(u, len(index._users)) for u in dict.fromkeys(users)}
+        index._user[:n] = np.fromiter((code[u] for u in users), dtype=np.int32, count=n)
         index._active[:n] = active
         index._len[:n] = state["lex_len"]
         index._total_len = float(state["lex_total"][0])

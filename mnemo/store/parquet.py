@@ -47,6 +47,7 @@ class ParquetArchive:
         Returns [{"month", "files": {table: {"path", "rows", "digest"}}}]. A link goes to the earlier
         month of its archived ends, so none is written twice. Nothing is deleted here.
         """
+        self.flush_touches()  # archived rows carry their access counts as the table holds them
         out = Path(out_dir)
         parts: list[dict[str, Any]] = []
         with self.transaction():
@@ -73,6 +74,7 @@ class ParquetArchive:
 
     def archive_purge(self, memories_files: list[str], expected: dict[str, int]) -> dict[str, int]:
         """Hard-delete the archived rows named by verified Parquet files; roll back unless counts equal `expected`."""
+        self.flush_touches()  # archived rows carry their access counts as the table holds them
         self._writable()
         with self.transaction():
             self.con.execute("CREATE OR REPLACE TEMP TABLE purge_ids AS SELECT id FROM read_parquet(?)",
@@ -99,6 +101,7 @@ class ParquetArchive:
         `files` maps each table to its Parquet files; `expected` maps it to (rows, digest) as
         exported, checked inside the transaction (None skips the digest, e.g. across DuckDB versions).
         """
+        self.flush_touches()  # archived rows carry their access counts as the table holds them
         self._writable()
         counts: dict[str, int] = {}
         with self.transaction():
@@ -123,4 +126,5 @@ class ParquetArchive:
 
     def table_digests(self) -> dict[str, tuple[int, str]]:
         """Return (rows, digest) of memories, events and links: equal digests mean equal contents."""
+        self.flush_touches()  # archived rows carry their access counts as the table holds them
         return {t: self._digest(f"SELECT * FROM {t}", []) for t in self._ARCHIVED}

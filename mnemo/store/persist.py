@@ -16,6 +16,12 @@ renamed into place) and, when it opens, takes them back only if they still descr
 Anything else is a mismatch: it is logged as a warning with its reason and the store builds
 its indexes from the table as before. Active flags and users are never taken from the file;
 they are read from the table at every open. The file holds arrays only (no pickles).
+
+Beside it, when every row is in the index (exact, binary or IVF), the index's own float32 rows
+are saved as they are held (`<file>.matrix-<token>.npy`, named in the manifest, written whole and
+renamed before the manifest that names it): opening then maps that file (copy-on-write) instead
+of reading every vector from DuckDB and normalising it again, and the reopened index is the one
+that was closed, row for row. Pages are read from the file when a search first needs them.
 """
 
 from __future__ import annotations
@@ -146,8 +152,50 @@ def saved_for(store: Any, ids: list[str], engine: str) -> dict[str, Any] | None:
     elif store._checksum() ^ store._checksum(ids[m:]) != int(manifest["checksum"]):
         discard(where, "the checksum of the saved rows' ids and texts does not match the table")
     else:
+        if manifest.get("matrix"):
+            arrays["matrix_file"] = str(where.parent / str(manifest["matrix"]))
+            arrays["matrix_rows"] = int(manifest.get("matrix_rows", -1))
         return arrays
     return None
+
+
+def matrix_files(path: str) -> list[Path]:
+    """Return the saved index matrices beside the store file `path` (the current one and any left over)."""
+    return sorted(Path(path).parent.glob(f"{Path(path).name}.matrix-*.npy"))
+
+
+def saved_matrix(saved: dict[str, Any], rows: int, dim: int) -> np.ndarray | None:
+    """Return the saved index matrix as a copy-on-write map when it holds `rows` rows of `dim`, else None (logged)."""
+    name = saved.get("matrix_file")
+    if not name or saved.get("matrix_rows") != rows or len(saved.get("mat_pos", ())) != rows:
+        return None
+    try:
+        matrix = np.load(name, mmap_mode="c", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        discard(Path(name), f"unreadable ({type(exc).__name__}: {exc})")
+        return None
+    if matrix.shape != (rows, dim) or matrix.dtype != np.float32:
+        discard(Path(name), f"shape {matrix.shape} {matrix.dtype} is not ({rows}, {dim}) float32")
+        return None
+    return matrix
+
+
+def _save_matrix(store: Any, ids: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write the index's rows beside the store; return (manifest entries, arrays) that describe them."""
+    index = store.index
+    if getattr(index, "kind", "exact") not in ("exact", "binary", "ivf") or index.size != len(ids):
+        return {}, {}
+    target = Path(f"{store.path}.matrix-{os.urandom(6).hex()}.npy")
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            np.save(f, index.matrix(), allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"matrix": target.name, "matrix_rows": len(ids)}, index.layout(ids)
 
 
 def save_store(store: Any, engine: str) -> int:
@@ -160,9 +208,14 @@ def save_store(store: Any, engine: str) -> int:
     arrays: dict[str, Any] = {"ids": ids, **lex.state()}
     if hasattr(store.index, "lists_of"):
         arrays.update(store.index.lists_of(ids))
+    saved, layout = _save_matrix(store, ids)
+    arrays.update(layout)
     manifest = {"rows": m, "checksum": store._checksum(), "embedder": store.embedder, "dim": store.dim,
-                "engine": engine}
+                "engine": engine, **saved}
     save(sidecar(store.path), manifest, arrays)
+    for old in matrix_files(store.path):
+        if old.name != saved.get("matrix"):
+            old.unlink(missing_ok=True)
     return m
 
 

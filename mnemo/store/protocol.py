@@ -137,6 +137,9 @@ class Store(Protocol):
     def links(self, ids: list[str], kinds: tuple[str, ...] = ("supersedes", "because", "refers_to")) -> list[Link]:
         """Return the links of those kinds from or to any of `ids`, oldest first."""
 
+    def follows(self, ids: list[str]) -> list[Link]:
+        """Return the `follows` links (a session's turns in order) from or to any of `ids`, oldest first."""
+
     def turn(self, turn_id: str) -> Turn:
         """Return one recorded turn, or raise NotFound."""
 

@@ -188,6 +188,7 @@ class SQLStore:
     """The queries that read the same on both engines; a backend sets `dialect` and supplies `_run`."""
 
     dialect: Dialect
+    keeps_records = False  # True where reading the same ids twice costs one query (store.cache)
     path: str
     read_only: bool
     embedder: str
@@ -317,6 +318,10 @@ class SQLStore:
             self._run(f"UPDATE memories SET access_count = access_count + 1, last_accessed = {self.dialect.mark} "
                       f"WHERE {sql}", [naive(at), *params])
 
+    def flush_touches(self) -> int:
+        """Write touches that wait to the table; here every touch is written at once, so none wait: return 0."""
+        return 0
+
     def set_expiry(self, memory_id: str, expires_at: datetime | None) -> None:
         """Set (or clear, with None) when a memory's TTL runs out."""
         q = self.dialect.mark
@@ -348,6 +353,10 @@ class SQLStore:
         rows = self._run(f"SELECT {LINK_COLS} FROM links WHERE ({src} OR {dst}) AND {kind} ORDER BY ts",
                          [*src_p, *dst_p, *kind_p]).fetchall()
         return [link_of(r) for r in rows]
+
+    def follows(self, ids: list[str]) -> list[Link]:
+        """Return the `follows` links (a session's turns in order) from or to any of `ids`, oldest first."""
+        return self.links(ids, ("follows",))
 
     def turn(self, turn_id: str) -> Turn:
         """Return one recorded turn, or raise NotFound."""

@@ -204,7 +204,7 @@ def neighbours(mem: Memory, dense: list[tuple[str, float]], lexical: list[tuple[
                then: tuple[list[tuple[str, float]], list[tuple[str, float]]] | None = None) -> list[Link]:
     """Return the `follows` links of every hit (`hits`, and `hits_then` when given), as recall reads them."""
     ids = {m for hit_list in (dense, lexical, *(then or ())) for m, _ in hit_list}
-    return mem.store.links(sorted(ids), ("follows",))
+    return mem.store.follows(sorted(ids))
 
 
 def _query_vector(mem: Memory, query: str, user: str, qvec: Any) -> Any:
