@@ -424,6 +424,9 @@ class FakeStore:
         wanted = set(ids)
         return [x for x in self.link_rows if x.kind in kinds and (x.src in wanted or x.dst in wanted)]
 
+    def follows(self, ids):
+        return self.links(ids, ("follows",))
+
     def touch(self, ids, at):
         self.touched.append((list(ids), at))
 
