@@ -483,6 +483,7 @@ def test_recall_answers_with_citations_history_and_one_touch():
         "evidence": "claims, then dense cosine + query coverage", "tokenizer": "words+1"}
     # The reranker that ordered the candidates is named, with what it was fitted on.
     assert r.provenance["rerank"]["model"] == "locomo" and r.provenance["rerank"]["dataset"] == "locomo"
+    assert r.provenance["rerank"]["turns"] == 0  # no dialog turn among these memories: nothing was reordered
     assert r.provenance["question"]["subject"] == "user" and r.provenance["confidence_why"]
     traced = [t.memory_id for t in r.trace]
     assert len(traced) == len(set(traced))

@@ -108,5 +108,6 @@ def test_recall_with_a_reranker_orders_by_it_and_says_so(tmp_path):
 
         assert top(plain) == ids[0] and top(ranked) == ids[1]
         assert plain.provenance["rerank"] == {} and ranked.provenance["rerank"]["dataset"] == "toy"
+        assert ranked.provenance["rerank"]["turns"] == 2
     finally:
         mem.close()

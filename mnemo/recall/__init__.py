@@ -102,8 +102,9 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
     every = [(hits, on) for hits, on in ((dense, w < 1), (lexical, True))]
     every += [(then[0], w < 1), (then[1], True)] if then is not None else []
     records = store.get_many(list(dict.fromkeys(m for hits, on in every if on for m, _ in hits)))
-    if cfg.rerank:
-        reranker, people = Reranker.load(cfg.rerank), people_of(records.values())
+    people = people_of(records.values()) if cfg.rerank else {}
+    if any(speaker for speaker, _, _ in people.values()):  # the reranker reorders dialog turns only
+        reranker = Reranker.load(cfg.rerank)
         ids, x = rerank_features(query, dense, lexical, then, follows, people, reranker.mix_weight)
         fused = reranked(fused, reranker, ids, x, people)
     candidates = [m for m in records.values() if m.user == user]
@@ -175,7 +176,9 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
         "fusion": cfg.fusion, "time_scope": [scope["since"].isoformat(), scope["until"].isoformat()] if scope else [],
         "context": {"weight": cfg.context_weight, "links": len(follows)},
-        "rerank": {"model": cfg.rerank, **Reranker.load(cfg.rerank).provenance} if cfg.rerank else {},
+        # What reordered the candidates, and how many dialog turns it reordered (0: none among the hits).
+        "rerank": {"model": cfg.rerank, "turns": sum("rerank" in e for e in fused.values()),
+                   **Reranker.load(cfg.rerank).provenance} if cfg.rerank else {},
         "evidence": "claims, then dense cosine + query coverage",
         "question": describe(q), "confidence_why": why, "evidence_top": round(top, 4),
         "about_asked": evidence.about_asked(q, pack_fits),
