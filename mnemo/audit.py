@@ -5,7 +5,7 @@
     report.absences         # references to records (or memories) that no active memory holds
     report.semantic         # opposite-meaning pairs about one subject: "conflict" or "inconclusive"
     plan = mem.consolidate(user="ops")    # proposals only
-    apply_consolidation(mem.store, plan.approve("p1", "p3"), cfg=mem.config, now=mem.clock.now())
+    mem.apply_consolidation(plan.approve("p1", "p3"))   # or the stage: apply_consolidation(store, ..., cfg=, now=)
 
 Memories are grouped by the record they describe: an explicit record id, else the
 source record named in `meta["record"]`, else the canonical subject. Never by a

@@ -248,6 +248,10 @@ class Memory:
         """Propose merges, forgets and salience changes; nothing is applied until approved."""
         return audit_stage.propose_consolidation(self.store, user, cfg=self.config, now=self.clock.now())
 
+    def apply_consolidation(self, approved: Iterable[audit_stage.Proposal]) -> audit_stage.ConsolidationReport:
+        """Apply exactly the approved proposals (`mem.consolidate(user).approve(...)`) through the write path."""
+        return audit_stage.apply_consolidation(self.store, approved, cfg=self.config, now=self.clock.now())
+
     def export(self, path: str | Path, *, user: str | None = None, fmt: str = "json") -> Path:
         """Write the store (or one user's memories) with vectors and tombstones to `path`."""
         return portable.export(self.store, path, user=user, fmt=fmt)

@@ -243,7 +243,7 @@ def test_proposals_write_nothing_and_only_approved_ones_apply(mem):
     assert set(ops) == {"merge", "forget", "salience"}
     assert {ops["merge"].keep_id, *ops["merge"].memory_ids} == {ids["d1"], ids["d2"]}
     assert ops["forget"].memory_ids == (ids["old"],) and ops["salience"].memory_ids == (ids["big"],)
-    report = apply_consolidation(mem.store, plan.approve(ops["forget"].id), cfg=mem.config, now=mem.clock.now())
+    report = mem.apply_consolidation(plan.approve(ops["forget"].id))  # the facade wires the stage
     assert report.applied == [ops["forget"]] and not report.refused
     assert mem.get(ids["old"]).status == "forgotten"
     assert mem.get(ids["d1"]).active and mem.get(ids["d2"]).active and mem.get(ids["big"]).importance == 0.9
