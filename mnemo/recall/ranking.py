@@ -123,6 +123,16 @@ def relevance(dense: Hits, lexical: Hits, cfg: RecallConfig, then: tuple[Hits, H
     return fused
 
 
+def neighbours(links: Iterable[Link]) -> dict[str, set[str]]:
+    """Return {id: the ids a `follows` link joins it to} (said just before or just after it)."""
+    near: dict[str, set[str]] = {}
+    for link in links:
+        if link.kind == "follows" and link.src != link.dst:
+            near.setdefault(link.src, set()).add(link.dst)
+            near.setdefault(link.dst, set()).add(link.src)
+    return near
+
+
 def in_context(fused: Mapping[str, dict], links: Iterable[Link], cfg: RecallConfig) -> dict[str, dict]:
     """Return `fused` with each hit's relevance raised by `cfg.context_weight` times its best neighbour's.
 
@@ -133,15 +143,12 @@ def in_context(fused: Mapping[str, dict], links: Iterable[Link], cfg: RecallConf
     lends nothing. What is raised is the retrievers' mix before ranking (`mix`: under
     "weighted_rank" the rank scale's gaps are too even to weigh a neighbour against).
     The raised values decide the order; "weighted_rank" keeps its rank scale,
-    (k + 1) / (k + rank), and the other fusions are scaled back to their best relevance. The time scope's `scoped` flag and the retrievers' scores are kept.
-    A weight of 0, or no links, returns `fused` unchanged.
+    (k + 1) / (k + rank), and the other fusions are scaled back to their best relevance.
+    The time scope's `scoped` flag and the retrievers' scores are kept. A weight of 0, or
+    no links, returns `fused` unchanged.
     """
     beta = cfg.context_weight
-    near: dict[str, set[str]] = {}
-    for link in links:
-        if link.kind == "follows" and link.src != link.dst:
-            near.setdefault(link.src, set()).add(link.dst)
-            near.setdefault(link.dst, set()).add(link.src)
+    near = neighbours(links)
     if beta <= 0 or not near:
         return dict(fused)
     mix = {m: e.get("mix", e["fused"]) for m, e in fused.items() if e["fused"] > 0}

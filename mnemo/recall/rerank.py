@@ -31,6 +31,7 @@ import numpy as np
 from ..config import reranker_path
 from ..errors import ConfigError
 from ..model import Link, MemoryRecord
+from .ranking import neighbours
 
 FEATURES = ("dense", "bm25", "dense_rr", "bm25_rr", "mix", "speaker_named", "other_named", "log_chars", "scoped",
             "context")
@@ -128,11 +129,7 @@ def features(question: str, dense: Hits, lexical: Hits, then: tuple[Hits, Hits] 
     ids = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical] + sorted(scoped)))
     words = {w.lower() for w in _WORD.findall(question)}
     mix = {m: (1 - mix_weight) * d.get(m, (0.0, 0.0))[0] + mix_weight * b.get(m, (0.0, 0.0))[0] for m in ids}
-    near: dict[str, set[str]] = {}
-    for link in follows:
-        if link.kind == "follows":
-            near.setdefault(link.src, set()).add(link.dst)
-            near.setdefault(link.dst, set()).add(link.src)
+    near = neighbours(follows)
     rows = []
     for mid in ids:
         dn, drr = d.get(mid, (0.0, 0.0))
