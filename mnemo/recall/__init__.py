@@ -26,6 +26,7 @@ from ..config import DecayConfig, RecallConfig
 from ..errors import InvalidInput
 from ..extract.questions import describe
 from ..model import Packed, Recall, TraceEntry
+from . import rerank as rerank_stage
 from .candidates import ask_soon, coverage, prefetch, query_vector, resolve_self
 from .confidence import EVIDENCE_COVERAGE, EVIDENCE_DENSE, confidence, evidence_of
 from .history import cite, expand, history_notes, shaken
@@ -47,7 +48,6 @@ from .ranking import (
     veto,
 )
 from .rerank import Reranker, people_of, reranked
-from .rerank import features as rerank_features
 
 if TYPE_CHECKING:
     from ..embed import Embedder
@@ -71,9 +71,10 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
 
     The dense retriever always runs, because its cosine is half of the evidence
     behind the confidence; BM25 runs when it has weight. Only ids found by a
-    retriever with weight become candidates; their relevance is `ranking.relevance`
-    (the time scope, and the hits' `follows` neighbours when `context_weight` > 0). On "unknown" nothing is packed: every
-    candidate is traced as "abstain" and the message says "not in the record" (or,
+    retriever with weight become candidates; their relevance is `ranking.relevance` (the
+    time scope, and the hits' `follows` neighbours when `context_weight` > 0), then the
+    reranker's (`rerank.apply`). On "unknown" nothing is packed: every candidate is
+    traced as "abstain" and the message says "not in the record" (or,
     when strong evidence was left out only by the budget, that nothing fits it).
     History shares the budget with the pack (`make_room`); touch runs once, on the pack.
     """
@@ -95,18 +96,17 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
     if scope is not None:
         then = (store.search_dense(vector, cfg.candidates, user=user, filters=scope),
                 store.search_lexical(query, cfg.candidates, user=user, filters=scope) if w > 0 else [])
+    lists = [dense, lexical, *(then or ())]  # dense, lexical, and the time scope's dense, lexical
     follows = []
     if cfg.context_weight > 0 or cfg.rerank:
-        follows = store.follows(sorted({m for hits in (dense, lexical, *(then or ())) for m, _ in hits}))
+        follows = store.follows(sorted({m for hits in lists for m, _ in hits}))
     fused = relevance(dense, lexical, cfg, then, follows)
-    every = [(hits, on) for hits, on in ((dense, w < 1), (lexical, True))]
-    every += [(then[0], w < 1), (then[1], True)] if then is not None else []
-    records = store.get_many(list(dict.fromkeys(m for hits, on in every if on for m, _ in hits)))
-    people = people_of(records.values()) if cfg.rerank else {}
-    if any(speaker for speaker, _, _ in people.values()):  # the reranker reorders dialog turns only
-        reranker = Reranker.load(cfg.rerank)
-        ids, x = rerank_features(query, dense, lexical, then, follows, people, reranker.mix_weight)
-        fused = reranked(fused, reranker, ids, x, people)
+    # A dense hit is a candidate only while vectors have weight (odd positions are lexical lists).
+    records = store.get_many(list(dict.fromkeys(m for k, hits in enumerate(lists) if k % 2 or w < 1
+                                                for m, _ in hits)))
+    if cfg.rerank:
+        fused = rerank_stage.apply(fused, cfg.rerank, query, dense, lexical, then, follows,
+                                   people_of(records.values()))
     candidates = [m for m in records.values() if m.user == user]
     # A memory that held only while a root fact did is not current once that fact is gone: shown as uncertain.
     unsure = shaken(store, candidates)

@@ -3,6 +3,7 @@
     people = people_of(records)                                   # id -> (speaker, addressees, length)
     ids, x = features(question, dense, lexical, then, follows, people)
     fused = reranked(fused, Reranker.load("locomo"), ids, x, people)  # the turns, in the places turns held
+    fused = apply(fused, "locomo", question, dense, lexical, then, follows, people)  # both, as recall does
 
 Fusion mixes two retrievers with one weight; a question asks more of a candidate than that. The
 features are what recall has at hand, no model call: each retriever's score (min-max within the
@@ -178,3 +179,18 @@ def reranked(fused: Mapping[str, dict], reranker: Reranker, ids: Sequence[str], 
     for mid, prob in zip(kept, reranker.probability(x[live]), strict=True):
         out[mid]["rerank"] = float(prob)
     return out
+
+
+def apply(fused: Mapping[str, dict], name: str, question: str, dense: Hits, lexical: Hits,
+          then: tuple[Hits, Hits] | None, follows: Iterable[Link],
+          people: Mapping[str, tuple[str, str, int]]) -> dict[str, dict]:
+    """Return `fused` reranked by the reranker `name` ("" = none): `features`, then `reranked`.
+
+    One wiring for recall and the benchmark runner. Nothing is computed when no hit is a dialog
+    turn (a memory with a speaker in `people`): the reranker reorders turns only.
+    """
+    if not name or not any(speaker for speaker, _, _ in people.values()):
+        return dict(fused)
+    reranker = Reranker.load(name)
+    ids, x = features(question, dense, lexical, then, follows, people, reranker.mix_weight)
+    return reranked(fused, reranker, ids, x, people)

@@ -168,7 +168,7 @@ def ranking(mem: Memory, query: str, *, user: str, qvec: Any = None, cfg: Recall
     people = {}
     if cfg.rerank:
         ids = {m for hit_list in (dense, lexical, *(then or ())) for m, _ in hit_list}
-        people = recall_stage.people_of(mem.store.get_many(sorted(ids)).values())
+        people = rerank_stage.people_of(mem.store.get_many(sorted(ids)).values())
     return order(dense, lexical, cfg, then, links, question=query, people=people)
 
 
@@ -242,9 +242,7 @@ def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg:
     if cfg.rerank:
         if not question or people is None:
             raise ConfigError("a recipe with a reranker ranks by the question and the hits' speakers: pass both")
-        reranker = recall_stage.Reranker.load(cfg.rerank)
-        ids, x = rerank_stage.features(question, dense, lexical, then, links, people, reranker.mix_weight)
-        fused = rerank_stage.reranked(fused, reranker, ids, x, people)
+        fused = rerank_stage.apply(fused, cfg.rerank, question, dense, lexical, then, links, people)
     if then is not None:
         dense, lexical = dense + then[0], lexical + then[1]
     wanted = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical]))
