@@ -6,7 +6,10 @@
 A memory *answers* a question when it is about the entity the question asks about (the same key,
 an alias, or a stored name for it: "Ferris" for "the user's mechanic") and holds the slot asked
 for (aligned as in reconciliation, or of the same family: `assets/words/slot_families.tsv`), or,
-when the question asks through a type ("when", "how much"), a value of that type. A memory about
+when the question asks through a type ("when", "how much"), a value of that type. A memory that
+states a number for what the question asks (`stated`: "the main branch has now reached 165" for "how
+many commits have I merged?") answers whatever keys its claims were stored under, when it is about
+the entity asked or the question is the user's own. A memory about
 another entity named by a number or an identifier ("flat 2" when the question asks about
 "flat 5") *conflicts*: it must not be ranked as if it answered.
 
@@ -37,7 +40,7 @@ from functools import lru_cache
 
 from . import lexicon, match
 from .model import MemoryRecord
-from .normalise import MONTHS
+from .normalise import MONTHS, content_tokens
 
 FITS = ("answers", "entity", "other", "conflict")
 # What each fit adds to a candidate's ranking score (times RecallConfig.weight_claim).
@@ -46,6 +49,13 @@ FIT_SCORE = {"answers": 1.0, "entity": 0.3, "other": 0.0, "conflict": -1.0}
 _COMPATIBLE = {"date": {"date", "time"}, "place": {"place", "name", "org"}, "name": {"name", "org", "group"},
                "money": {"money", "number"}, "number": {"number", "quantity", "money"}, "duration": {"duration"}}
 _WORD = re.compile(r"[\w@.+-]+")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[,.]\d+)*")
+# A date said with its month's name ("November 25", "25 November 2024", "May 13th"), or a year alone.
+_MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+_DATE = re.compile(rf"\b(?:(?:{_MONTH})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?|"
+                   rf"\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTH})\.?(?:,?\s+\d{{4}})?|(?:19|20)\d{{2}})\b", re.I)
+# Value types that a statement gives as a number (a date also by its month).
+_NUMERIC = (None, "number", "money", "date", "duration")
 _SLACK = timedelta(days=7)
 _FIRST = frozenset({"i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves"})
 _SECOND = frozenset({"you", "your", "yours", "yourself", "yourselves"})
@@ -55,6 +65,11 @@ _SECOND = frozenset({"you", "your", "yours", "yourself", "yourselves"})
 def _words(text: str) -> frozenset[str]:
     # Kept per text: a recall reads each candidate's words several times, and hot memories recur across recalls.
     return frozenset(w.lower().removesuffix("'s").strip(".") for w in _WORD.findall(text or ""))
+
+
+@lru_cache(maxsize=4096)
+def _content(text: str) -> frozenset[str]:
+    return frozenset(content_tokens(text))
 
 
 def mentions(m: MemoryRecord) -> set[str]:
@@ -227,7 +242,12 @@ def _fit(q, m: MemoryRecord, names: Mapping[str, str]) -> str:
         if q.hard and m.subject and match.hard(m.subject) and match.entity_match(q.subject, m.subject) is None \
                 and _words(q.subject) & _words(m.subject):
             return "conflict"
-        return "other"
+        # A question of the user's own ("how many commits have I merged?") is answered by a statement of a
+        # value for what it asks; one about a particular entity only by memories about that entity: "my
+        # mother-in-law's birthday is on 3 August" does not answer "when is my mother's birthday?".
+        return "answers" if not q.specific and stated(q, m) else "other"
+    if stated(q, m):
+        return "answers"
     if q.slot:
         slot = m.attribute
         family = lexicon.slot_families().get(q.slot, frozenset({q.slot}))
@@ -241,6 +261,38 @@ def _fit(q, m: MemoryRecord, names: Mapping[str, str]) -> str:
         if kind in _COMPATIBLE.get(q.wants, {q.wants}):
             return "answers"
     return "entity"
+
+
+@lru_cache(maxsize=512)
+def focus(q) -> tuple[frozenset[str], ...]:
+    """Return what a question asks for, as stemmed content words: the noun it counts or asks, its slot, and
+    the thing it asks about when that is a thing, not a person ("my dentist appointment", not "Caroline")."""
+    thing = q.subject.rsplit("'s ", 1)[-1] if q.specific and q.subject not in q.names else None
+    found = (content_tokens(q.asked), content_tokens(q.slot_phrase), content_tokens(thing))
+    return tuple(dict.fromkeys(frozenset(f) for f in found if f))
+
+
+def stated(q, m: MemoryRecord) -> frozenset[str]:
+    """Return the values memory `m` states for what question `q` asks, or an empty set when it states none.
+
+    A memory states a value when its text holds at least half the words of one of the question's
+    focuses ("daily call quota", "commits") and a number that the question does not say itself: "the
+    new daily quota of 1,200 calls" states {"1200"} for "What is the daily call quota?". A date is a
+    value (its month too) unless a count or an amount is asked: "my November 25 interview" states no
+    number of interviews. Only values said as numbers are read (a slot whose values are words is left
+    to the claims), and only from statements: a pasted code block's numbers are not.
+    """
+    if q.wants not in _NUMERIC or m.meta.get("rule") == "note.code":
+        return frozenset()
+    words = _content(m.text)
+    if not any(2 * len(f & words) >= len(f) for f in focus(q)):
+        return frozenset()
+    dated = q.wants in (None, "date")
+    text = m.text if dated else _DATE.sub(" ", m.text)
+    values = {n.replace(",", "") for n in _NUMBER.findall(text)}
+    if dated:
+        values |= {w for w in _words(text) if w in MONTHS}
+    return frozenset(values - {n.replace(",", "") for n in _NUMBER.findall(q.text)})
 
 
 def missing_names(q, packed: Sequence[MemoryRecord], names: Mapping[str, str], self_names: Sequence[str]) -> list[str]:

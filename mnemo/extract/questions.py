@@ -42,6 +42,8 @@ class Ask:
     names: tuple[str, ...] = field(default_factory=tuple)  # the entities it names by a proper name or a number
     parts: tuple[Ask, ...] = field(default_factory=tuple)  # the other parts of a question of several parts
     request: bool = False  # a task ("can you recommend a restaurant?", "plan my week"), not a question of fact
+    asked: str | None = None  # the noun phrase asked for or counted ("project cards" in "how many project cards")
+    earlier: bool = False  # asks for an earlier value ("my original budget"), not the current one
 
     def each(self) -> tuple[Ask, ...]:
         """Return this reading and the readings of the question's other parts."""
@@ -80,9 +82,18 @@ def ask(question: str) -> Ask:
     """
     pieces = [p.strip() for p in _PARTS.split(question.strip()) if p.strip()]
     first = _ask_one(pieces[0] if pieces else question)
+    if earlier(question):
+        first = replace(first, earlier=True)
     if len(pieces) < 2:
         return first
     return replace(first, text=question, parts=tuple(_ask_one(p) for p in pieces[1:]))
+
+
+def earlier(question: str) -> bool:
+    """Return True when `question` asks for an earlier value, by a cue of prior time (`words/earlier_cues.txt`)."""
+    words = re.findall(r"[a-z]+", question.casefold())
+    said = set(words) | {f"{a} {b}" for a, b in zip(words, words[1:], strict=False)}
+    return bool(said & lexicon.words("earlier_cues"))
 
 
 def _ask_one(question: str) -> Ask:
@@ -178,12 +189,26 @@ def _ask_one(question: str) -> Ask:
         slot = slots.canonical_slot(phrase, wants or "*", relation=False)[0]
     else:
         slot, phrase = _relation_slot(doc, wants)
+    if slot == "name" and wants is None:
+        wants = "name"  # "What is the name of the user's audit firm?" asks for a name, as "who" does
     names = _names(doc) + [e for e in keys if e and hard(e) and not any(e in n for n in _names(doc))]
     request = wh is None and (root.tag_ == "VB" and not any(c.dep_ in ("nsubj", "nsubjpass") for c in root.children)
                               or any(c.dep_ == "nsubj" and c.lower_ == "you" for c in root.children))
     return Ask(question, subject=_canonical(subject), slot=slot, slot_phrase=phrase, wants=wants,
                entities=tuple(dict.fromkeys(e for e in keys if e)), names=tuple(dict.fromkeys(names)),
-               request=request)
+               request=request, asked=_phrase(asked_noun) if asked_noun is not None else None)
+
+
+def _phrase(noun: Any) -> str:
+    """Return a noun with its name's modifiers and an "of" complement: "hours of overtime", "project cards"."""
+    while noun.dep_ == "compound" and noun.head.i > noun.i:
+        noun = noun.head  # "how many project cards": the head of the compound is what is counted
+    words = [*entities.modifiers(noun), noun]
+    of = next((c for c in noun.children if c.dep_ == "prep" and c.lower_ == "of"), None)
+    obj = next((c for c in of.children if c.dep_ == "pobj"), None) if of is not None else None
+    if obj is not None:
+        words += [of, *entities.modifiers(obj), obj]
+    return " ".join(t.lower_ for t in words if t.lower_ not in ("what", "which", "how", "many", "much"))
 
 
 def _names(doc: Any) -> list[str]:
@@ -275,4 +300,5 @@ def _canonical(key: str | None) -> str | None:
 def describe(q: Ask) -> dict[str, Any]:
     """Return the question's reading as plain values, for a recall's provenance and trace."""
     return {"subject": q.subject, "slot": q.slot, "slot_phrase": q.slot_phrase, "wants": q.wants,
-            "entities": list(q.entities), "names": list(q.names), "request": q.request}
+            "entities": list(q.entities), "names": list(q.names), "request": q.request, "asked": q.asked,
+            "earlier": q.earlier}

@@ -126,6 +126,31 @@ def _splices(sentence: str) -> list[str]:
     return out
 
 
+# A fenced code block ("```lang" ... "```", or to the end of an unclosed one): an artefact, not statements.
+_CODE = re.compile(r"```[ \t]*(?P<lang>[\w+#.-]*)[^\n]*\n?(?P<body>.*?)(?:```|\Z)", re.S)
+CODE_NOTE_CHARS = 240  # of a code block, kept in its note's text (whitespace collapsed) so that search finds it
+
+
+def without_code(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """Return `text` with its fenced code blocks cut out, and the blocks as (language, code).
+
+    Code a user pastes is not English: parsed as sentences it gives dozens of false claims
+    ("Git add.", "Const apiKey = ..."). It is kept whole as one note per block instead (`_code_note`).
+    """
+    blocks = [(m["lang"], m["body"]) for m in _CODE.finditer(text) if m["body"].strip()]
+    return (_CODE.sub("\n", text) if blocks else text), blocks
+
+
+def _code_note(lang: str, code: str) -> Candidate:
+    """Return the note that keeps a pasted code block: what language, and its start, as the user shared it."""
+    flat = " ".join(code.split())
+    head = flat if len(flat) <= CODE_NOTE_CHARS else flat[:CODE_NOTE_CHARS].rsplit(" ", 1)[0] + " ..."
+    text = f"The user shared {lang + ' ' if lang else ''}code: {head}"
+    return Candidate(text=text, kind="episodic", category="note", subject="user", importance=0.2, single_valued=False,
+                     meta={"source_text": code[:MAX_SENTENCE_CHARS], "rule": "note.code",
+                           "extractor": claims_mod.EXTRACTOR, "marks": []})
+
+
 _LABEL = re.compile(r"^\s*(?P<label>[A-Za-z][\w'.-]*(?:\s+[\w'.-]+){0,2})\s*:\s+(?P<text>\S.*)$", re.S)
 
 
@@ -356,8 +381,9 @@ def _seed_mentions(doc: Any, st: TurnState) -> None:
 
 def _layout(text: str, context: Sequence[Turn], cfg: WriteConfig, user: str | None
             ) -> tuple[list[tuple[str | None, str]], int, dict[int, str], Turn | None]:
-    """Return how a turn is read, before any parse: (speaker, sentence) chunks, sentences left unread,
+    """Return how a turn's prose is read, before any parse: (speaker, sentence) chunks, sentences left unread,
     the clauses after a "Label:" heading by chunk, and the context turn that seeds its mentions."""
+    text = without_code(text)[0]
     chunks: list[tuple[str | None, str]] = []
     left = 0
     for speaker, part in speaker_lines(text, user):
@@ -412,6 +438,7 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
             said = _sentence(sent, raw, st, speaker, emphasis, hedge)
             st.said.append([finalise(c, st.cfg, emphasis=False, hedge=False, pinned=True) for c in said]
                            if k in keep else said)
+    st.said += [[_code_note(lang, code)] for lang, code in without_code(text)[1]]
     return [c for said in st.said for c in said], left
 
 

@@ -123,7 +123,7 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
     everyone = list({m.id: m for m in candidates + pins}.values())
     counts = dict(zip([m.id for m in everyone], count_many([m.text for m in everyone]), strict=True))
     scored, vetoed = veto(score(everyone, fused, now, cfg, decay_cfg, counts))
-    scored = current_first(scored)
+    scored = current_first(scored, q)
     pin_ids = {m.id for m in pins}
     packed, trace = pack([s for s in scored if s.memory.id not in pin_ids], budget, cfg,
                          [s for s in scored if s.memory.id in pin_ids])

@@ -262,33 +262,57 @@ def veto(scored: list[Scored]) -> tuple[list[Scored], list[TraceEntry]]:
     return kept, [vetoed[s.memory.id] for s in scored if s.memory.id in vetoed]
 
 
-def current_first(scored: list[Scored]) -> list[Scored]:
+def current_first(scored: list[Scored], q=None) -> list[Scored]:
     """Return the candidates with, for each (subject, slot), the newest statement ranked above older ones.
 
     The veto removes what a single-valued slot no longer holds; text that was never reconciled
     (a long chat written as episodes, a multi-valued slot) can still hold an older value of the
     same slot. There the newest statement takes the best score of its group and the older ones
-    keep theirs, so the current value comes first and the history after it.
+    keep theirs, so the current value comes first and the history after it. Groups are the
+    stored claims' (subject, slot) and, given the question's reading `q`, the memories that state
+    a value for what it asks (`evidence.stated`), whatever keys their claims were stored under;
+    among those the statement said last is current, or said first when the question asks for an
+    earlier value ("my original budget").
     """
-    groups: dict[tuple[str, str, str], list[Scored]] = {}
+    groups: dict[tuple[str, str, str], list[tuple[Scored, object]]] = {}
     for s in scored:
         m = s.memory
         if m.active and m.subject and m.attribute and m.value is not None:
-            groups.setdefault((m.user, m.subject.casefold(), m.attribute.casefold()), []).append(s)
+            groups.setdefault((m.user, m.subject.casefold(), m.attribute.casefold()), []).append((s, _norm(m.value)))
     lift: dict[str, float] = {}
     for group in groups.values():
-        if len({_norm(s.memory.value) for s in group}) < 2:
-            continue
-        newest = max(group, key=lambda s: _newness(s.memory))
-        best = max(s.score for s in group)
-        if newest.score < best:
-            lift[newest.memory.id] = best + 1e-6
+        _lift_newest(group, _newness, lift)
+    if q is not None:
+        answers = [(s, said) for s in scored if s.memory.active and (said := evidence.stated(q, s.memory))]
+        _lift_newest(answers, _said_first if q.earlier else _said_last, lift)
     if not lift:
         return scored
     out = [replace(s, score=lift.get(s.memory.id, s.score), scores={**s.scores, "current_first": 1.0})
            if s.memory.id in lift else s for s in scored]
     out.sort(key=lambda s: (-s.score, s.memory.id))
     return out
+
+
+def _lift_newest(group: list[tuple[Scored, object]], newness, lift: dict[str, float]) -> None:
+    """Give the group's newest member (by `newness`) the group's best score, when the group disagrees."""
+    if len({value for _, value in group}) < 2:
+        return
+    newest = max((s for s, _ in group), key=lambda s: newness(s.memory))
+    best = max(s.score for s, _ in group)
+    if newest.score < best:
+        lift[newest.memory.id] = max(lift.get(newest.memory.id, 0.0), best + 1e-6)
+
+
+def _said_last(memory: MemoryRecord) -> tuple:
+    """Sort key for "said last": when the memory was written (its turn's time), then valid_from, then id."""
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    return (utc(memory.created_at) if memory.created_at else epoch, became_true(memory) or epoch, memory.id)
+
+
+def _said_first(memory: MemoryRecord) -> tuple:
+    """Sort key for "said first": the reverse of `_said_last`."""
+    when, valid, mid = _said_last(memory)
+    return (-when.timestamp(), -valid.timestamp(), mid)
 
 
 def _norm(value: str | None) -> str:
