@@ -43,8 +43,10 @@ def test_a_question_names_the_thing_it_asks_for_or_counts(question, asked):
     ("Where did I live previously?", True),
     ("What did the plan say at first?", True),
     ("What is my rent?", False),
-    # An ordinal names a thing; it does not ask for an earlier value of it.
+    ("What was my previous job?", True),
+    # An ordinal names a thing; it does not ask for an earlier value of it, nor does a cue naming another thing.
     ("When is the deadline for the first chapter?", False),
+    ("How should I schedule the work so that the initial phase of planting ends by May?", False),
 ])
 def test_a_question_asks_for_an_earlier_value_only_by_a_cue_of_prior_time(question, earlier):
     assert ask(question).earlier is earlier

@@ -82,18 +82,27 @@ def ask(question: str) -> Ask:
     """
     pieces = [p.strip() for p in _PARTS.split(question.strip()) if p.strip()]
     first = _ask_one(pieces[0] if pieces else question)
-    if earlier(question):
+    if earlier(pieces[0] if pieces else question, first):
         first = replace(first, earlier=True)
     if len(pieces) < 2:
         return first
     return replace(first, text=question, parts=tuple(_ask_one(p) for p in pieces[1:]))
 
 
-def earlier(question: str) -> bool:
-    """Return True when `question` asks for an earlier value, by a cue of prior time (`words/earlier_cues.txt`)."""
-    words = re.findall(r"[a-z]+", question.casefold())
-    said = set(words) | {f"{a} {b}" for a, b in zip(words, words[1:], strict=False)}
-    return bool(said & lexicon.words("earlier_cues"))
+def earlier(question: str, q: Ask | None = None) -> bool:
+    """Return True when `question` asks for an earlier value, by a cue of prior time (`words/earlier_cues.txt`).
+
+    An adverb asks it wherever it stands ("where did I live previously?"); an adjective only when it
+    qualifies what is asked ("my original budget"), not when it names another thing ("did the initial
+    phase finish on time?" asks about a phase).
+    """
+    cues = lexicon.words("earlier_cues")
+    doc = parse_one(question.strip())
+    words = [t.lower_ for t in doc]
+    if {f"{a} {b}" for a, b in zip(words, words[1:], strict=False)} & cues:
+        return True
+    asked = set(((q.slot_phrase or "") + " " + (q.asked or "")).replace("_", " ").split()) if q else set()
+    return any(t.lower_ in cues and (t.dep_ != "amod" or t.head.lower_ in asked) for t in doc)
 
 
 def _ask_one(question: str) -> Ask:
