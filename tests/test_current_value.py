@@ -160,3 +160,31 @@ def test_a_stated_value_answers_the_users_own_question_but_not_one_about_another
     firm = ask("What is the name of the user's audit firm?")
     assert firm.wants == "name"
     assert evidence.stated(firm, said("a", "Audit prep for the firm starts in February.", 0)) == frozenset()
+
+
+@pytest.mark.parametrize(("turn", "kept"), [
+    ("I moved to Lisbon last month, can you recommend a gym nearby?", "moved to Lisbon"),
+    ("My budget is 300 euros - what should I buy first?", "budget is 300 euros"),
+    ("Since we adopted a second cat, how often should I clean the litter tray?", "adopted a second cat"),
+    ("I only sold 4 paintings at the fair, is that a bad sign?", "sold 4 paintings"),
+])
+def test_what_a_question_states_before_it_asks_is_remembered(turn, kept):
+    texts = [c.text for c in extract_offline(turn)]
+    assert any(kept in t for t in texts), texts
+    # The question itself stores nothing.
+    assert not any("?" in t or "recommend" in t or "should I" in t for t in texts), texts
+
+
+@pytest.mark.parametrize("turn", [
+    "If I move to Lisbon, can you recommend a gym nearby?",  # a supposition, not a statement
+    "Where do you think I should live, Lisbon or Porto?",
+    "Can you help me, please?",
+])
+def test_a_question_with_no_statement_before_it_stores_nothing(turn):
+    assert extract_offline(turn) == []
+
+
+def test_a_relative_clause_is_not_where_a_question_starts():
+    texts = [c.text for c in extract_offline(
+        "I rebuilt the shed roof, which has held through two storms, so can you suggest a gutter?")]
+    assert any("held through two storms" in t or "rebuilt the shed roof" in t for t in texts), texts

@@ -19,7 +19,10 @@ What the turn level adds to `claims`:
 - Conditions: "if the team lead changes, this would change" is not a statement; it marks the
   claims of the statement before it as holding only while that fact does (meta["depends_on"]).
 - Notes: an informative statement that yields no claim is kept as a note (its text in the third
-  person, no slot), so nothing said is lost; small talk and questions give nothing.
+  person, no slot), so nothing said is lost; small talk and questions give nothing, but what a
+  question-final sentence states before it asks is read as a statement ("I moved to Lisbon last
+  month, can you recommend a gym?" stores the move; "If I move ..., can you ...?" stores nothing).
+- Code: a fenced block ("```") is not read as sentences; it is kept as one note per block.
 - Importance: a base by category, +0.15 for emphasis, -0.15 for hedges, then floors for identity
   facts of the user, deadlines and dated events, and remember requests (WriteConfig).
 """
@@ -151,6 +154,35 @@ def _code_note(lang: str, code: str) -> Candidate:
                            "extractor": claims_mod.EXTRACTOR, "marks": []})
 
 
+# Where a question starts inside a sentence that ends in one: after a comma or a spaced dash (and a
+# "so" / "but" / "and"), an interrogative word, or an auxiliary inverted before its subject ("can you",
+# "is that"). "where" / "when" / "which" / "who" must be followed by an inversion, or they start a
+# relative clause (", which has improved to 250ms").
+_INV = r"(?:can|could|would|will|should|shall|may|might|do|does|did|is|are|was|were|have|has|had|am)"
+_PRON = r"(?:you|i|we|it|that|this|there|they|he|she|these|those)"
+_ASKS = re.compile(rf"(?:,|\s[-\u2013\u2014])\s+(?:(?:so|but|and|then|or)\s+)?(?=(?:how|what|why)\b|"
+                   rf"(?:where|when|which|who|whom|whose)\s+{_INV}\s+{_PRON}\b|{_INV}\s+{_PRON}\b)", re.I)
+# A sentence led by these is a supposition: what precedes its question is not said to be so.
+_SUPPOSED = re.compile(r"^\s*(?:if|unless|when|whenever|whether|suppose|supposing|assuming|in case|once|until|"
+                       r"before|what if|should)\b", re.I)
+
+
+def _asked_after(sentence: str) -> list[str]:
+    """Return a question-final sentence as what it states, then its question.
+
+    "I moved to Lisbon last month, can you recommend a gym nearby?" states a move and asks for a
+    gym: read whole, as a question, the move would be lost. A supposition is not a statement ("If I
+    move to Lisbon, can you ...?"), so such a sentence stays whole.
+    """
+    text = sentence.strip()
+    if not text.endswith("?") or _SUPPOSED.match(text):
+        return [sentence]
+    cut = _ASKS.search(text)
+    if cut is None or not text[:cut.start()].strip():
+        return [sentence]
+    return [text[:cut.start()].strip() + ".", text[cut.end():].strip()]
+
+
 _LABEL = re.compile(r"^\s*(?P<label>[A-Za-z][\w'.-]*(?:\s+[\w'.-]+){0,2})\s*:\s+(?P<text>\S.*)$", re.S)
 
 
@@ -175,7 +207,7 @@ def _chunks(text: str, limit: int) -> tuple[list[str], int]:
     """Return the first `limit` sentences of `text` (semicolons split too, long ones cut) and how many were left."""
     found: list[str] = []
     for s in sentences(text):
-        for part in [x for piece in re.split(r"(?<=;)\s+", s) for x in _splices(piece)]:
+        for part in [x for piece in re.split(r"(?<=;)\s+", s) for y in _splices(piece) for x in _asked_after(y)]:
             part = part.strip()
             while len(part) > MAX_SENTENCE_CHARS:
                 cut = part.rfind(" ", 0, MAX_SENTENCE_CHARS)
