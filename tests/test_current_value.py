@@ -188,3 +188,11 @@ def test_a_relative_clause_is_not_where_a_question_starts():
     texts = [c.text for c in extract_offline(
         "I rebuilt the shed roof, which has held through two storms, so can you suggest a gutter?")]
     assert any("held through two storms" in t or "rebuilt the shed roof" in t for t in texts), texts
+
+
+def test_asking_which_things_is_not_answered_by_how_many_there_were():
+    q = ask("What specific bugs were logged on the tracker?")
+    assert q.wants == "thing"
+    assert evidence.stated(q, said("a", "The user logged 3 bugs on the tracker.", 0)) == frozenset()
+    counted = ask("How many bugs were logged on the tracker?")
+    assert evidence.stated(counted, said("a", "The user logged 3 bugs on the tracker.", 0)) == {"3"}

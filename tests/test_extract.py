@@ -238,6 +238,21 @@ def test_remember_floor_and_pin(text):
     assert found and all(c.pinned and c.importance >= 0.93 and c.command is None for c in found)
 
 
+@pytest.mark.parametrize("text", [
+    "I need to log user consent with a timestamp for audit purposes.",  # the user's own task
+    "Any tips on how much to save initially?",  # an infinitive inside a question
+    "I want to note down every expense this month.",
+])
+def test_a_keep_verb_that_is_no_request_to_the_assistant_pins_nothing(text):
+    assert not any(c.pinned for c in extract_offline(text, now=NOW))
+
+
+@pytest.mark.parametrize("text", ["I need you to remember that I am vegan.", "I'd like you to note that the deadline moved to May."])
+def test_asking_the_assistant_to_keep_something_pins_it(text):
+    found = extract_offline(text, now=NOW)
+    assert found and all(c.pinned for c in found)
+
+
 def test_remember_keeps_structure():
     cand = extract_offline("Don't forget that I'm allergic to shellfish.", now=NOW)[0]
     assert (cand.subject, cand.attribute, cand.value) == ("user", "allergy", "shellfish")

@@ -29,25 +29,32 @@ POINTER = frozenset({"this", "that", "it", "these", "those"})
 def command_verb(sent: Any) -> tuple[str, Any] | None:
     """Return ("forget" | "remember", the verb) when the sentence asks the assistant to drop or keep something.
 
-    The request's verb is the sentence's first verb when it has no subject but "you" (an
-    imperative, with "please", "can you", "don't" before it), or the verb a "want / need you to"
-    governs. A removal verb asks to forget; a keep verb asks to remember, or to forget when negated.
+    The request's verb is the sentence's first verb when it has no subject but "you" and is no
+    infinitive (an imperative, with "please", "can you", "don't" before it), or the verb a "want /
+    need you to" governs (not "I need to ...", which is the user's own task). A removal verb asks to forget; a keep verb asks to remember, or to forget when negated.
     """
     verbs = [t for t in sent if t.pos_ in ("VERB", "AUX") and t.dep_ not in ("aux", "auxpass")]
     if not verbs:
         return None
     root = sent.root if sent.root.pos_ in ("VERB", "AUX") else verbs[0]
     first = verbs[0]
-    candidates = [first] if first.i != root.i else []
-    candidates.append(root)
+    # An infinitive is never an imperative: "any tips on how much to save?" asks nothing to be saved.
+    candidates = [v for v in dict.fromkeys([first, root]) if not _infinitive(v)]
+    addressed = any(c.lower_ == "you" for c in root.children)
     for c in root.children:
-        if c.dep_ in ("xcomp", "ccomp") and root.lemma_ in ("want", "need", "like", "would", "ask"):
+        # "I need you to log this" asks the assistant; "I need to log user consent" says what the user must do.
+        if c.dep_ in ("xcomp", "ccomp") and root.lemma_ in ("want", "need", "like", "would", "ask") and (
+                addressed or any(g.dep_ in ("nsubj", "nsubjpass") and g.lower_ == "you" for g in c.children)):
             candidates.insert(0, c)
     for verb in candidates:
         found = as_command(verb)
         if found is not None:
             return found
     return None
+
+
+def _infinitive(verb: Any) -> bool:
+    return any(c.dep_ == "aux" and c.tag_ == "TO" for c in verb.children)
 
 
 def names_memory(verb: Any) -> bool:

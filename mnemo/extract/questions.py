@@ -200,6 +200,8 @@ def _ask_one(question: str) -> Ask:
         slot, phrase = _relation_slot(doc, wants)
     if slot == "name" and wants is None:
         wants = "name"  # "What is the name of the user's audit firm?" asks for a name, as "who" does
+    if wants is None and asked_noun is not None and not counted and asked_noun.tag_ in ("NNS", "NNPS"):
+        wants = "thing"  # "What specific bugs were logged?" asks for the bugs, not for how many there were
     names = _names(doc) + [e for e in keys if e and hard(e) and not any(e in n for n in _names(doc))]
     request = wh is None and (root.tag_ == "VB" and not any(c.dep_ in ("nsubj", "nsubjpass") for c in root.children)
                               or any(c.dep_ == "nsubj" and c.lower_ == "you" for c in root.children))
