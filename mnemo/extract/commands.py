@@ -31,7 +31,8 @@ def command_verb(sent: Any) -> tuple[str, Any] | None:
 
     The request's verb is the sentence's first verb when it has no subject but "you" and is no
     infinitive (an imperative, with "please", "can you", "don't" before it), or the verb a "want /
-    need you to" governs (not "I need to ...", which is the user's own task). A removal verb asks to forget; a keep verb asks to remember, or to forget when negated.
+    need you to" governs (not "I need to ...", which is the user's own task). A removal verb asks
+    to forget; a keep verb asks to remember, or to forget when negated.
     """
     verbs = [t for t in sent if t.pos_ in ("VERB", "AUX") and t.dep_ not in ("aux", "auxpass")]
     if not verbs:

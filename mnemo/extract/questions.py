@@ -93,8 +93,8 @@ def earlier(question: str, q: Ask | None = None) -> bool:
     """Return True when `question` asks for an earlier value, by a cue of prior time (`words/earlier_cues.txt`).
 
     An adverb asks it wherever it stands ("where did I live previously?"); an adjective only when it
-    qualifies what is asked ("my original budget"), not when it names another thing ("did the initial
-    phase finish on time?" asks about a phase).
+    qualifies what is asked ("my original budget"), not when it names another thing ("how should I
+    schedule the work so that the initial phase ends by May?" asks about a schedule).
     """
     cues = lexicon.words("earlier_cues")
     doc = parse_one(question.strip())
