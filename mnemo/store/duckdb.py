@@ -29,6 +29,7 @@ from ..config import DecayConfig
 from ..errors import ExtensionUnavailable, StoreError, StoreLocked
 from ..model import Event, Link, MemoryRecord, Turn
 from . import ann, persist
+from .blas import one_thread
 from .cache import RecordCache
 from .duckdb_lexical import DuckDBLexical
 from .duckdb_load import DuckDBLoad
@@ -411,7 +412,8 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
                      filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Return the top-k active memories of `user` by cosine, best first."""
         allowed = self._allowed(user, filters)
-        return self.index.search(qvec, k, user=user, allowed=allowed)
+        with one_thread():  # the product is memory-bound: BLAS helper threads only cost (store.blas)
+            return self.index.search(qvec, k, user=user, allowed=allowed)
 
     def _allowed(self, user: str, filters: dict[str, Any] | None) -> set[str] | None:
         if not filters or not any(v is not None for v in filters.values()):
