@@ -48,8 +48,11 @@ def texts_and_queries(n_queries: int) -> tuple[list[str], list[str]]:
     return turns(10**9), questions[:n_queries]
 
 
-def run_side(n: int, n_queries: int, session_size: int = 0) -> dict:
+def run_side(n: int, n_queries: int, session_size: int = 0, separate: bool = False) -> dict:
     """Time recall on a store of `n` memories in this process (the checkout on sys.path).
+
+    With `separate`, every recall is timed first and the floors after, so neither runs while the
+    other's BLAS helper threads still spin (numpy's OpenBLAS keeps them busy a while after a product).
 
     With `session_size`, the memories are added as sessions of that many turns between two
     speakers (`add_many(session=, metas=)`: chained by `follows` links, as transcripts are), when
@@ -99,11 +102,8 @@ def run_side(n: int, n_queries: int, session_size: int = 0) -> dict:
     matrix = np.array(stored.flatten(), dtype=np.float32).reshape(n, -1)
     matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
     times, floor, floor1, packed = [], [], [], []
-    for q in questions:
-        t0 = time.perf_counter()
-        out = mem.recall(q, user="u")
-        times.append(time.perf_counter() - t0)
-        packed.append(_digest([out.confidence, *(p.memory.text for p in out.memories)]))
+
+    def time_floor(q: str) -> None:
         t0 = time.perf_counter()
         scores = matrix @ mem.embedder.embed([q])[0]
         np.argpartition(-scores, 9)[:10]
@@ -114,11 +114,22 @@ def run_side(n: int, n_queries: int, session_size: int = 0) -> dict:
                 scores = matrix @ mem.embedder.embed([q])[0]
                 np.argpartition(-scores, 9)[:10]
             floor1.append(time.perf_counter() - t0)
+
+    for q in questions:
+        t0 = time.perf_counter()
+        out = mem.recall(q, user="u")
+        times.append(time.perf_counter() - t0)
+        packed.append(_digest([out.confidence, *(p.memory.text for p in out.memories)]))
+        if not separate:
+            time_floor(q)
+    for q in questions if separate else ():
+        time_floor(q)
     now = mem.clock.now()
     dated = sum(bool(spans(ask(q), now)) for q in questions) if spans else None
     mem.close()
     ms, fl = np.asarray(times) * 1000, np.asarray(floor) * 1000
     out = {"n": n, "queries": len(questions), "queries_naming_a_time": dated, "sessions_chained": chained,
+           "floor_timed": "after all recalls" if separate else "beside each recall",
            "build_s": round(build_s, 2),
            "p50_ms": round(float(np.percentile(ms, 50)), 2), "p95_ms": round(float(np.percentile(ms, 95)), 2),
            "floor_p50_ms": round(float(np.percentile(fl, 50)), 3),
@@ -140,13 +151,14 @@ def _digest(parts: list[str]) -> str:
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:12]
 
 
-def side(checkout: Path, sizes: list[int], n_queries: int, session_size: int = 0) -> list[dict]:
+def side(checkout: Path, sizes: list[int], n_queries: int, session_size: int = 0,
+         separate: bool = False) -> list[dict]:
     """Run every size in a subprocess importing mnemo from `checkout`."""
     out = []
     for n in sizes:
         env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONHASHSEED": "0"}
         code = (f"import sys, json; sys.path.insert(0, {str(HERE)!r}); import bench_recall as b; "
-                f"print(json.dumps(b.run_side({n}, {n_queries}, {session_size})))")
+                f"print(json.dumps(b.run_side({n}, {n_queries}, {session_size}, {separate})))")
         res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=checkout)
         if res.returncode != 0:
             raise SystemExit(f"{checkout} at {n}: {res.stderr[-2000:]}")
@@ -186,6 +198,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--session-size", type=int, default=0,
                     help="add memories as chained two-speaker sessions of this many turns (0: one bulk add)")
+    ap.add_argument("--separate", action="store_true",
+                    help="time every recall first and the floors after (not interleaved, see run_side)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path, help="print the table of a saved report and exit")
     args = ap.parse_args()
@@ -195,10 +209,10 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "load_before": os.getloadavg()[0]},
-              "now_commit": commit(ROOT), "now": side(ROOT, sizes, args.queries, args.session_size)}
+              "now_commit": commit(ROOT), "now": side(ROOT, sizes, args.queries, args.session_size, args.separate)}
     if args.before:
         report["before_commit"] = commit(args.before)
-        report["before"] = side(args.before.resolve(), sizes, args.queries, args.session_size)
+        report["before"] = side(args.before.resolve(), sizes, args.queries, args.session_size, args.separate)
     report["machine"]["load_after"] = os.getloadavg()[0]
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
