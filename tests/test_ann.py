@@ -279,3 +279,14 @@ def test_loading_in_batches_builds_the_index_that_adding_builds(kind, monkeypatc
         lists[lists < 0] = ann.IvfIndex.assign(vecs[lists < 0], saved["ivf_cent"])
         streamed.load(ids, users, active, iter(batches), cent=saved["ivf_cent"], lists=lists, trained_at=700)
         assert _state(streamed) == _state(grouped)
+
+
+def test_hamming_sums_every_words_popcount():
+    from mnemo.store.ann import hamming
+
+    rng = np.random.default_rng(5)
+    for words in (1, 2, 6):
+        codes = rng.integers(0, 2**63, size=(1000, words), dtype=np.uint64)
+        qc = codes[7] ^ np.uint64(0b1011)
+        assert np.array_equal(hamming(codes, qc), np.bitwise_count(codes ^ qc).sum(axis=1, dtype=np.int32))
+        assert hamming(codes, qc).dtype == np.int32

@@ -410,6 +410,17 @@ class IvfIndex(_Approximate):
 
 
 # ---------------------------------------------------------------------------------------------- quantised
+def hamming(codes: np.ndarray, qc: np.ndarray) -> np.ndarray:
+    """Return the Hamming distance (int32) of every row of packed sign bits `codes` to the code `qc`."""
+    bits = np.bitwise_count(codes ^ qc)
+    # Summed word by word: numpy's sum along rows of a few bytes costs twice these vector adds (100k rows:
+    # 2.3 ms against 1.2 ms, benchmarks/README.md).
+    dist = bits[:, 0].astype(np.int32)
+    for word in range(1, bits.shape[1]):
+        dist += bits[:, word]
+    return dist
+
+
 class BinaryIndex(_Approximate):
     """Sign bits of every row, scanned by popcount; the best `rerank` rows re-scored in float32."""
 
@@ -463,7 +474,7 @@ class BinaryIndex(_Approximate):
     def _approximate(self, q: np.ndarray, k: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         qc = self._code(q[None, :])[0]
         # The mask fixes the row count, so a concurrent append cannot change it mid-search.
-        dist = np.bitwise_count(self._codes[:mask.shape[0]] ^ qc).sum(axis=1, dtype=np.int32)
+        dist = hamming(self._codes[:mask.shape[0]], qc)
         # Re-ranking 1000 rows kept recall@10 at 1.000 up to 100k but 0.987 at 1M, where 4000 cost
         # no more time (the popcount pass dominates): the depth grows with the store.
         depth = self.rerank if self.rerank is not None else max(1000, mask.shape[0] // 250)
