@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_recall.py --sizes 10000,100000 --out benchmarks/results/recall.json
     .venv/bin/python benchmarks/bench_recall.py --before ../wt-before --out ...   # and another checkout
     .venv/bin/python benchmarks/bench_recall.py --table benchmarks/results/recall.json
+    .venv/bin/python benchmarks/bench_recall.py --profile 10000   # cProfile of this checkout's recalls
 
 The store: one user's N memories in an in-memory DuckDB store, bulk-added (`add_many`) with the
 hash embedder. Texts are the shared LoCoMo turns when MNEMO_DATA_DIR holds them (else the
@@ -141,6 +142,40 @@ def run_side(n: int, n_queries: int, session_size: int = 0, separate: bool = Fal
     return out
 
 
+def profile_side(n: int, n_queries: int, top: int = 35) -> str:
+    """Return cProfile's top functions over the `n_queries` recalls of `run_side`'s store of `n` memories.
+
+    The question is read on a worker thread (`recall.candidates.ask_soon`), which cProfile does
+    not see: the wait for it shows where the main thread blocks (the dense search or `result`).
+    """
+    import cProfile
+    import io
+    import pstats
+
+    import mnemo
+
+    turns, questions = texts_and_queries(n_queries)
+    texts = [turns[i] if i < len(turns) else f"{turns[i % len(turns)]} {turns[(i * 7 + 3) % len(turns)]}"
+             for i in range(n)]
+    mem = mnemo.Memory.open(":memory:", embedder="hash")
+    mem.add_many(texts, user="u")
+    mem.recall(questions[0], user="u")
+    prof, times = cProfile.Profile(), []
+    for q in questions:
+        t0 = time.perf_counter()
+        prof.enable()
+        mem.recall(q, user="u")
+        prof.disable()
+        times.append(time.perf_counter() - t0)
+    mem.close()
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    times.sort()
+    return f"n={n:,}: {len(questions)} recalls, p50 {times[len(times) // 2] * 1000:.2f} ms under cProfile\n" + out.getvalue()
+
+
 def _digest(parts: list[str]) -> str:
     """Return a short digest of one recall's confidence and packed texts in order.
 
@@ -200,11 +235,15 @@ def main() -> None:
                     help="add memories as chained two-speaker sessions of this many turns (0: one bulk add)")
     ap.add_argument("--separate", action="store_true",
                     help="time every recall first and the floors after (not interleaved, see run_side)")
+    ap.add_argument("--profile", type=int, metavar="N", help="print cProfile of the recalls at N memories and exit")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--table", type=Path, help="print the table of a saved report and exit")
     args = ap.parse_args()
     if args.table:
         print(table(json.loads(args.table.read_text())))
+        return
+    if args.profile:
+        print(profile_side(args.profile, args.queries))
         return
     sizes = [int(s) for s in args.sizes.split(",") if s]
     report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
