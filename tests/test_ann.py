@@ -249,6 +249,8 @@ def _state(index) -> tuple:
     n = index.size
     users = {c: u for u, c in index._users.items()}
     extra = [np.asarray(getattr(index, name))[:n].tobytes() for name in ("_codes",) if hasattr(index, name)]
+    if isinstance(index, ann.BinaryIndex):  # its codes are kept word-major: row r is [:, r]
+        extra = [np.ascontiguousarray(index._codes[:, :n]).tobytes()]
     if isinstance(index, ann.IvfIndex):
         extra += [index._offsets.tobytes(), index._cent.tobytes(), index._built]
     return (list(index._ids), [users[int(c)] for c in index._user[:n]], index._active[:n].tobytes(),
@@ -288,5 +290,6 @@ def test_hamming_sums_every_words_popcount():
     for words in (1, 2, 6):
         codes = rng.integers(0, 2**63, size=(1000, words), dtype=np.uint64)
         qc = codes[7] ^ np.uint64(0b1011)
-        assert np.array_equal(hamming(codes, qc), np.bitwise_count(codes ^ qc).sum(axis=1, dtype=np.int32))
-        assert hamming(codes, qc).dtype == np.int32
+        words = np.ascontiguousarray(codes.T)  # word-major, as the index keeps them
+        assert np.array_equal(hamming(words, qc), np.bitwise_count(codes ^ qc).sum(axis=1, dtype=np.int32))
+        assert hamming(words, qc).dtype == np.int32
