@@ -4,8 +4,8 @@ numpy's OpenBLAS splits a matrix-vector product over every core it sees, then ke
 threads spinning for a while before they sleep (its THREAD_TIMEOUT). A search's product is
 memory-bound and short (10k x 384 float32: ~0.5 ms on one core), so the helpers buy little, and
 on a small shared machine the spinning helper takes a core from the Python that follows the
-search: measured on the 2-vCPU box under load, a recall at 10k memories took 16 ms with the
-helpers and 5 ms with OpenBLAS held to one thread (`benchmarks/bench_recall.py`, README
+search: measured on the 2-vCPU box under load, a recall at 10k memories (its question already
+read) took 16 ms with the helpers and 5-6 ms with OpenBLAS held to one thread (README
 "Performance", third round). Scores are the same either way: each row's dot product is one
 thread's work in both cases.
 
