@@ -197,7 +197,8 @@ def side(checkout: Path, sizes: list[int], n_queries: int, session_size: int = 0
         res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=checkout)
         if res.returncode != 0:
             raise SystemExit(f"{checkout} at {n}: {res.stderr[-2000:]}")
-        out.append(json.loads(res.stdout.strip().splitlines()[-1]))
+        # The last line that is a JSON object: a checkout may print progress after it (DuckDB's bar at 1M).
+        out.append(json.loads(next(x for x in reversed(res.stdout.splitlines()) if x.startswith("{"))))
         shown = {k: v for k, v in out[-1].items() if k != "packed"}
         print(f"{checkout.name or checkout} n={n}: {shown}", file=sys.stderr)
     return out
