@@ -197,8 +197,8 @@ def side(checkout: Path, sizes: list[int], n_queries: int, session_size: int = 0
         res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=checkout)
         if res.returncode != 0:
             raise SystemExit(f"{checkout} at {n}: {res.stderr[-2000:]}")
-        # The last line that is a JSON object: a checkout may print progress after it (DuckDB's bar at 1M).
-        out.append(json.loads(next(x for x in reversed(res.stdout.splitlines()) if x.startswith("{"))))
+        # The result is the last `{"n": ...}` printed: DuckDB's progress bar (a 1M build) may share its line.
+        out.append(json.loads(res.stdout[res.stdout.rindex('{"n": '):].splitlines()[0]))
         shown = {k: v for k, v in out[-1].items() if k != "packed"}
         print(f"{checkout.name or checkout} n={n}: {shown}", file=sys.stderr)
     return out
