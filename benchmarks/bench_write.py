@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_write.py --before ../wt-before --out ...   # the same, side by side with a checkout
     .venv/bin/python benchmarks/bench_write.py --table benchmarks/results/write.json
     .venv/bin/python benchmarks/bench_write.py --locomo remember_many,remember   # all of LoCoMo, both ways
+    .venv/bin/python benchmarks/bench_write.py --profile-many 100000 --turns 300  # cProfile of remember_many
 
 Turns: the user turns of the shared LoCoMo conversations when MNEMO_DATA_DIR holds them, else
 the project's own scenarios. Each side (this checkout, and with `--before` another checkout of
@@ -184,6 +185,45 @@ def ingest_locomo(through: str) -> dict:
     return out
 
 
+def profile_many(size: int, n_turns: int, top: int = 40) -> str:
+    """Return cProfile's top functions over one `remember_many` of `n_turns` turns beside `size` others' memories.
+
+    The store is built as `side` builds it (fillers of another user, one turn of the user's own);
+    the first lexical search after the bulk add, which analyses the fillers, is made before the
+    profile (a recall), so the profile is the turns' own cost.
+    """
+    import cProfile
+    import io
+    import pstats
+    from datetime import datetime, timedelta, timezone
+
+    import mnemo
+
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    texts = turns(n_turns)
+    mem = mnemo.Memory.open(":memory:", embedder="hash")
+    filler = [f"Filler memory number {i} about topic {i % 97}." for i in range(size)]
+    for k in range(0, size, 5000):
+        mem.add_many(filler[k:k + 5000], user="others")
+    mem.remember("I live in Lisbon.", user="u", session="s", at=t0)
+    mem.recall("Where does Lisbon come in?", user="others")
+    prof = cProfile.Profile()
+    started = time.perf_counter()
+    prof.enable()
+    mem.remember_many([{"text": x, "at": t0 + timedelta(minutes=i + 1)} for i, x in enumerate(texts)],
+                      user="u", session="s")
+    prof.disable()
+    wall = time.perf_counter() - started
+    stored = len(mem.memories("u"))
+    mem.close()
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    return (f"remember_many of {len(texts)} turns beside {size:,} others: {len(texts) / wall:.1f} turns/s under "
+            f"cProfile, {stored} memories\n" + out.getvalue())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", help="another mnemo checkout to measure side by side")
@@ -194,7 +234,12 @@ def main() -> None:
     ap.add_argument("--table", type=Path, help="print the table of a saved report and exit")
     ap.add_argument("--locomo", default="", help="ingest all of LoCoMo through remember_many, remember, or both "
                                                  "(comma-separated, in this process) and exit")
+    ap.add_argument("--profile-many", type=int, metavar="N",
+                    help="print cProfile of one remember_many of --turns turns beside N others' memories and exit")
     args = ap.parse_args()
+    if args.profile_many is not None:
+        print(profile_many(args.profile_many, args.turns))
+        return
     if args.table:
         print(table(json.loads(args.table.read_text())))
         return

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -133,9 +134,13 @@ def _count_encoding(enc: Any) -> int:
     return n
 
 
-def count_many(texts: list[str]) -> list[int]:
-    """Return the token count of each text, batch-encoding those not seen before."""
-    out: list[int | None] = [_cache.get(t) for t in texts]
+def count_many(texts: list[str], *, cache: bool = True) -> list[int]:
+    """Return the token count of each text, batch-encoding those not seen before.
+
+    With `cache=False` the per-text cache is neither read nor filled (a bulk count, such as a store
+    counting a million rows once, would only churn it).
+    """
+    out: list[int | None] = [_cache.get(t) for t in texts] if cache else [None] * len(texts)
     todo = sorted({t for t, n in zip(texts, out, strict=True) if n is None})
     if todo:
         tok = _tokenizer()
@@ -147,11 +152,21 @@ def count_many(texts: list[str]) -> list[int]:
             encs = iter(tok.encode_batch(flat, add_special_tokens=False))
             counts = [sum(_count_encoding(next(encs)) for _ in ps) for ps in pieces]
         fresh = dict(zip(todo, counts, strict=True))
-        if len(_cache) + len(fresh) > _CACHE_MAX:
-            _cache.clear()
-        _cache.update((t, n) for t, n in fresh.items() if len(t) <= _CACHE_TEXT_MAX)
+        if cache:
+            learn(fresh.items())
         out = [n if n is not None else fresh[t] for t, n in zip(texts, out, strict=True)]
     return [int(n) for n in out]  # type: ignore[arg-type]
+
+
+def learn(counts: Iterable[tuple[str, int]]) -> None:
+    """Keep counts made elsewhere by this counter (a store keeps each memory's), so `count_many` reuses them.
+
+    Only counts made by the counter `tokenizer_name()` names may be given: the cache is that counter's.
+    """
+    fresh = [(t, int(n)) for t, n in counts if len(t) <= _CACHE_TEXT_MAX]
+    if len(_cache) + len(fresh) > _CACHE_MAX:
+        _cache.clear()
+    _cache.update(fresh[-_CACHE_MAX:])
 
 
 def count_tokens(text: str) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -16,6 +16,7 @@ from .extract import AHEAD, extract, parsed_texts, read_ahead
 from .model import Action, Candidate, Event, Forgetting, Link, MemoryRecord, Supersession, Turn, WriteReport
 from .reconcile import plan_writes
 from .store import Store, new_id
+from .store.cache import order_key
 
 if TYPE_CHECKING:
     from .embed import Embedder
@@ -53,9 +54,14 @@ def new_turn(text: str, *, user: str, session: str | None, agent: str | None, at
                 meta=dict(meta or {}))
 
 
-def neighbourhood(store: Store, user: str, candidates: Sequence[Candidate], vecs: np.ndarray) -> list[MemoryRecord]:
-    """Return the active memories reconciliation must see: same subject, plus nearest neighbours."""
-    ids: dict[str, None] = {m.id: None for m in store.active_for(user, {c.subject for c in candidates})}
+def neighbourhood(store: Store, user: str, candidates: Sequence[Candidate], vecs: np.ndarray,
+                  active_for: Callable[[str, Iterable[str]], list[MemoryRecord]] | None = None) -> list[MemoryRecord]:
+    """Return the active memories reconciliation must see: same subject, plus nearest neighbours.
+
+    `active_for` reads the user's active memories by subject (`store.active_for`, or a block's
+    `SubjectReads`, which answers the same from one read)."""
+    same = (active_for or store.active_for)(user, {c.subject for c in candidates})
+    ids: dict[str, None] = {m.id: None for m in same}
     for vec in vecs:
         for mid, _ in store.search_dense(vec, NEIGHBOURS, user=user):
             ids.setdefault(mid)
@@ -97,9 +103,10 @@ def slot_similarity(embedder: Embedder, candidates: Sequence[Candidate], active:
 
 
 def reconcile(store: Store, user: str, candidates: list[Candidate], vecs: np.ndarray, cfg: Config,
-              judge: Callable[[Candidate, MemoryRecord], dict], embedder=None) -> list[Action]:
+              judge: Callable[[Candidate, MemoryRecord], dict], embedder=None,
+              active_for: Callable[[str, Iterable[str]], list[MemoryRecord]] | None = None) -> list[Action]:
     """Return the write plan for `candidates` against the user's active memories."""
-    active = neighbourhood(store, user, candidates, vecs)
+    active = neighbourhood(store, user, candidates, vecs, active_for)
     sims = vecs @ store.vectors([m.id for m in active]).T if active else np.zeros((len(candidates), 0))
     slots = slot_similarity(embedder, candidates, active) if embedder is not None and active else None
     return plan_writes(candidates, active, sims, cfg.write, judge=judge, slot_sims=slots)
@@ -138,17 +145,61 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
             found = [cap(extract(llm, t, contexts[k], cfg.write), cfg.write.max_candidates) for k, t in block]
             texts = [c.text for kept, _ in found for c in kept]
             vecs = embedder.embed(texts) if texts else np.zeros((0, store.dim), np.float32)
+            subjects = SubjectReads(store, [(turn.user, c.subject) for (_, turn), (kept, _) in zip(block, found, strict=True)
+                                            for c in kept])
             at = 0
             for (_, turn), (candidates, overflow) in zip(block, found, strict=True):
                 mine, at = vecs[at:at + len(candidates)], at + len(candidates)
-                plan = reconcile(store, turn.user, candidates, mine, cfg, judge, embedder)
+                plan = reconcile(store, turn.user, candidates, mine, cfg, judge, embedder, subjects.active_for)
                 report = apply_plan(store, plan, candidates, mine, turn=turn, cfg=cfg, held=held)
+                subjects.written([*report.added, *(s.new for s in report.superseded)])
                 report.ignored.extend((c, f"over max_candidates={cfg.write.max_candidates} for one turn")
                                       for c in overflow)
                 reports.append(report)
         store.insert_events(held[0])
         store.insert_links(held[1])
     return reports
+
+
+class SubjectReads:
+    """The active memories by subject that one block of `remember_many` reconciles against, read once.
+
+    `store.active_for` scans the user's rows once per turn; here the ids of every active memory
+    about a subject the block's candidates name are read in one statement per user, and each
+    turn adds the memories it wrote (`written`). `active_for` then answers as the store would at
+    that point: the records come from `store.get_many` (current, so a memory superseded or
+    forgotten by an earlier turn of the block is left out), in the store's order.
+    """
+
+    def __init__(self, store: Store, named: Sequence[tuple[str, str | None]]):
+        self.store = store
+        self.ids: dict[tuple[str, str], list[str]] = {}
+        wanted: dict[str, set[str]] = {}
+        for user, subject in named:
+            if subject:
+                wanted.setdefault(user, set()).add(subject)
+        for user, subjects in wanted.items():
+            for m in store.active_for(user, sorted(subjects)):
+                self.ids.setdefault((user, m.subject or ""), []).append(m.id)
+            for subject in subjects:
+                self.ids.setdefault((user, subject), [])
+
+    def active_for(self, user: str, subjects: Iterable[str]) -> list[MemoryRecord]:
+        """Return the user's active memories about any of `subjects`, as `store.active_for` would now."""
+        subjects = {s for s in subjects if s}
+        if not all((user, s) in self.ids for s in subjects):
+            return self.store.active_for(user, subjects)  # a subject the block's read did not cover
+        ids = [i for s in sorted(subjects) for i in self.ids[(user, s)]]
+        found = self.store.get_many(ids) if ids else {}
+        return sorted((m for m in found.values() if m.active and m.user == user and m.subject in subjects),
+                      key=order_key)
+
+    def written(self, records: Iterable[MemoryRecord]) -> None:
+        """Count memories written since the read (each turn's new ones) in their subject's ids."""
+        for m in records:
+            key = (m.user, m.subject or "")
+            if key in self.ids and m.id not in self.ids[key]:
+                self.ids[key].append(m.id)
 
 
 def _contexts(store: Store, turns: Sequence[Turn], n: int) -> list[list[Turn]]:

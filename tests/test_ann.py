@@ -249,6 +249,8 @@ def _state(index) -> tuple:
     n = index.size
     users = {c: u for u, c in index._users.items()}
     extra = [np.asarray(getattr(index, name))[:n].tobytes() for name in ("_codes",) if hasattr(index, name)]
+    if isinstance(index, ann.BinaryIndex):  # its codes are kept word-major: row r is [:, r]
+        extra = [np.ascontiguousarray(index._codes[:, :n]).tobytes()]
     if isinstance(index, ann.IvfIndex):
         extra += [index._offsets.tobytes(), index._cent.tobytes(), index._built]
     return (list(index._ids), [users[int(c)] for c in index._user[:n]], index._active[:n].tobytes(),
@@ -279,3 +281,15 @@ def test_loading_in_batches_builds_the_index_that_adding_builds(kind, monkeypatc
         lists[lists < 0] = ann.IvfIndex.assign(vecs[lists < 0], saved["ivf_cent"])
         streamed.load(ids, users, active, iter(batches), cent=saved["ivf_cent"], lists=lists, trained_at=700)
         assert _state(streamed) == _state(grouped)
+
+
+def test_hamming_sums_every_words_popcount():
+    from mnemo.store.ann import hamming
+
+    rng = np.random.default_rng(5)
+    for words in (1, 2, 6):
+        codes = rng.integers(0, 2**63, size=(1000, words), dtype=np.uint64)
+        qc = codes[7] ^ np.uint64(0b1011)
+        words = np.ascontiguousarray(codes.T)  # word-major, as the index keeps them
+        assert np.array_equal(hamming(words, qc), np.bitwise_count(codes ^ qc).sum(axis=1, dtype=np.int32))
+        assert hamming(words, qc).dtype == np.int32

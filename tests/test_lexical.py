@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from mnemo.model import MemoryRecord
+from mnemo.store import SCHEMA_VERSION
 from mnemo.store import DuckDBStore as Store
 from mnemo.store import extension_path as _extension_path
 from mnemo.store.lexical import LexicalIndex
@@ -149,11 +150,12 @@ def test_a_version_1_store_migrates_dropping_its_fts_index_and_indexing_ids(tmp_
         s.insert_memories([_rec(t, i=i) for i, t in enumerate(TEXTS)], _vecs(len(TEXTS)))
     # Put the file back to what version 1 left: no id index, an fts index built by the extension.
     s.con.execute("DROP INDEX memories_id")
+    s.con.execute("ALTER TABLE memories DROP COLUMN tokens")  # version 3's
     s.con.execute("PRAGMA create_fts_index('memories', 'id', 'text', ignore='(\\.|[^a-z0-9])+')")
     s.con.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema_version'")
     s.close()
     s = Store(path, embedder="test", dim=8)
-    assert s.schema_version == 2
+    assert s.schema_version == SCHEMA_VERSION
     assert s.con.execute("SELECT count(*) FROM information_schema.schemata "
                          "WHERE schema_name = 'fts_main_memories'").fetchone()[0] == 0
     assert [r[0] for r in s.con.execute("SELECT index_name FROM duckdb_indexes()").fetchall()] == ["memories_id"]

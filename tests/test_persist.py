@@ -173,7 +173,9 @@ def _index_state(index) -> tuple:
     n = index.size
     users = {c: u for u, c in index._users.items()}
     extra = [index._offsets.tobytes(), index._built] if isinstance(index, ann.IvfIndex) else []
-    if hasattr(index, "_codes"):
+    if isinstance(index, ann.BinaryIndex):  # its codes are kept word-major: row r is [:, r]
+        extra.append(np.ascontiguousarray(index._codes[:, :n]).tobytes())
+    elif hasattr(index, "_codes"):
         extra.append(np.asarray(index._codes[:n]).tobytes())
     return (list(index._ids), [users[int(c)] for c in index._user[:n]], index._active[:n].tobytes(),
             np.asarray(index._vecs[:n]).tobytes(), *extra)

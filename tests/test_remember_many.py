@@ -192,3 +192,24 @@ def test_context_follows_the_stores_order_when_times_run_backwards():
                                      user="u", session="s")
         assert [outcome(r) for r in batched] == [outcome(r) for r in reports]
         assert snapshot(many) == snapshot(one)
+
+
+def test_a_blocks_subject_reads_answer_as_the_store_does_as_turns_write():
+    from mnemo.write import SubjectReads
+
+    mem = Memory.open(":memory:", embedder="hash", clock=SimulatedClock(START))
+    mem.remember("I live in Lisbon. My sister Ana is a nurse.", user="u", at=START)
+    mem.remember("I live in Paris.", user="v", at=START)
+    store = mem.store
+    subjects = {m.subject for m in store.memories("u")} | {"nothing yet"}
+    reads = SubjectReads(store, [("u", s) for s in subjects])
+    assert reads.active_for("u", subjects) == store.active_for("u", subjects)
+    for n, text in enumerate(["Actually I moved to Porto last month.", "Ana is a teacher now.",
+                              "Forget that my sister is a teacher."]):
+        report = mem.remember(text, user="u", at=START.replace(day=2 + n))
+        reads.written([*report.added, *(s.new for s in report.superseded)])
+        subjects |= {m.subject for m in report.added}
+        for asked in [subjects, {"user"}, {"nothing yet"}]:
+            assert reads.active_for("u", asked) == store.active_for("u", asked)
+    assert reads.active_for("v", {"user"}) == store.active_for("v", {"user"})  # not read for the block: asked
+    mem.close()

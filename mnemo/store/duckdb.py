@@ -29,7 +29,9 @@ from ..config import DecayConfig
 from ..errors import ExtensionUnavailable, StoreError, StoreLocked
 from ..model import Event, Link, MemoryRecord, Turn
 from . import ann, persist
+from .blas import one_thread
 from .cache import RecordCache
+from .counts import counts_of
 from .duckdb_lexical import DuckDBLexical
 from .duckdb_load import DuckDBLoad
 from .index import VectorIndex
@@ -86,6 +88,8 @@ def _migrations(dim: int) -> list[tuple[int, list[str]]]:
                 "CREATE INDEX IF NOT EXISTS memories_id ON memories (id)",
             ],
         ),
+        # Each memory's token count (store.counts), filled for existing rows when the store opens.
+        (3, ["ALTER TABLE memories ADD COLUMN tokens INTEGER"]),
     ]
 
 
@@ -167,6 +171,7 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
         self.embedder, self.dim = self._check_embedder(embedder, dim)
         if not read_only:
             self._migrate()
+        self._counts_open()
         self.index = VectorIndex(self.dim)
         self._load_index()
         self._touches_open()
@@ -305,6 +310,10 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
     def _run(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
         return self.con.execute(sql, list(params))
 
+    def _set_counts(self, ids: list[str], counts: list[int]) -> None:
+        todo = pa.table({"id": pa.array(ids, pa.string()), "n": pa.array(counts, pa.int32())})  # noqa: F841
+        self.con.execute("UPDATE memories SET tokens = todo.n FROM todo WHERE memories.id = todo.id")
+
     def insert_turn(self, turn: Turn) -> None:
         """Record a raw turn in its own committed transaction, before anything is extracted from it."""
         self._writable()
@@ -321,11 +330,12 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
             arrow = (pa.timestamp("us") if name in TIMES else pa.list_(pa.string()) if name == "references"
                      else pa.string() if name == "meta" else None)
             cols[col] = pa.array(values, type=arrow) if arrow else list(values)
+        cols["tokens"] = pa.array(counts_of([r.text for r in records]), pa.int32())
         cols["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), self.dim)
         batch = pa.table(cols)  # noqa: F841 - read by DuckDB's replacement scan below
         self._drop(r.id for r in records)
         with self._lock:
-            self.con.execute(f"INSERT INTO memories ({', '.join(SQL_COLS)}, embedding) SELECT * FROM batch")
+            self.con.execute(f"INSERT INTO memories ({', '.join(SQL_COLS)}, tokens, embedding) SELECT * FROM batch")
             if self._lexical_pending is not None:
                 self._lexical_pending.extend(r.id for r in records)
                 self._lexical_wrote(records)
@@ -411,7 +421,8 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
                      filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Return the top-k active memories of `user` by cosine, best first."""
         allowed = self._allowed(user, filters)
-        return self.index.search(qvec, k, user=user, allowed=allowed)
+        with one_thread():  # the product is memory-bound: BLAS helper threads only cost (store.blas)
+            return self.index.search(qvec, k, user=user, allowed=allowed)
 
     def _allowed(self, user: str, filters: dict[str, Any] | None) -> set[str] | None:
         if not filters or not any(v is not None for v in filters.values()):

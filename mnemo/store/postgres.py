@@ -56,6 +56,7 @@ import numpy as np
 from ..config import DecayConfig
 from ..errors import ExtensionUnavailable, InvalidInput, StoreError
 from ..model import Event, Link, MemoryRecord, Turn
+from .counts import counts_of
 from .pg_archive import PgArchive
 from .rows import EVENTS, LINKS, MEMORIES, PG_MEMORY_TYPES, SQL_COLS, TURNS, check_text, check_version, naive
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
@@ -106,6 +107,8 @@ def _migrations(dim: int) -> list[tuple[int, list[str]]]:
         # DuckDB's version 2 indexes memories.id and drops its fts index: here id is the primary key
         # and the GIN index on tsv serves lexical search, so there is nothing to change.
         (2, []),
+        # Each memory's token count (store.counts), filled for existing rows when the store opens.
+        (3, ["ALTER TABLE memories ADD COLUMN tokens integer"]),
     ]
 
 
@@ -208,6 +211,7 @@ class PgStore(PgArchive, SQLStore):
         self.embedder, self.dim = self._check_embedder(embedder, dim)
         if not read_only:
             self._migrate()
+        self._counts_open()
         self._hnsw = self._has_hnsw()
         if not read_only and not self._hnsw and hnsw_min_rows is not None and self._size() >= hnsw_min_rows:
             self.build_hnsw()
@@ -260,10 +264,13 @@ class PgStore(PgArchive, SQLStore):
             return self._adopt_meta(embedder, dim, 'CREATE TABLE store_meta (key text COLLATE "C" PRIMARY KEY, value text)',
                                     where=f" in schema {self.schema!r}")
 
+    def _hold_schema(self) -> None:
+        # Held to the end of the transaction: a second opener waits, then sees what this one did.
+        self.con.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"mnemo.store_pg:{self.schema}"])
+
     def _migrate(self) -> None:
         with self.transaction():
-            # Held to the end of the transaction: a second opener waits, then sees the migrated version.
-            self.con.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"mnemo.store_pg:{self.schema}"])
+            self._hold_schema()
             version = int(self._meta().get("schema_version", 0))
             for target, statements in _migrations(self.dim):
                 if target <= version:
@@ -359,10 +366,16 @@ class PgStore(PgArchive, SQLStore):
             return
         with self._lock, _unique(), self.con.cursor() as cur:
             # Binary COPY: text would format every float in Python, which costs more than the whole insert.
-            with cur.copy(f"COPY memories ({', '.join(SQL_COLS)}, embedding) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(PG_MEMORY_TYPES)
-                for r, vec in zip(records, vectors, strict=True):
-                    copy.write_row([*MEMORIES.values(r), vec])
+            counts = counts_of([r.text for r in records])
+            cols = f"{', '.join(SQL_COLS)}, tokens, embedding"
+            with cur.copy(f"COPY memories ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types([*PG_MEMORY_TYPES[:-1], "int4", PG_MEMORY_TYPES[-1]])
+                for r, n, vec in zip(records, counts, vectors, strict=True):
+                    copy.write_row([*MEMORIES.values(r), n, vec])
+
+    def _set_counts(self, ids: list[str], counts: list[int]) -> None:
+        self._run("UPDATE memories m SET tokens = u.n FROM unnest(%s::text[], %s::int4[]) AS u(id, n) "
+                  "WHERE m.id = u.id", [ids, counts])
 
     def insert_events(self, events: Iterable[Event]) -> None:
         self._many(f"INSERT INTO events ({EVENTS.cols}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",

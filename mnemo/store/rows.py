@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from ..errors import EmbedderMismatch, InvalidInput, StoreError
 from ..model import Event, Link, MemoryRecord, Turn
 
-SCHEMA_VERSION = 2  # both engines number their migrations alike and move together
+SCHEMA_VERSION = 3  # both engines number their migrations alike and move together
 # Columns of `memories` in the order of MemoryRecord fields (user -> user_id, references -> refs); the
 # vector column `embedding` follows them in both engines.
 MEM_COLS = [f.name for f in fields(MemoryRecord)]

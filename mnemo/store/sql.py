@@ -23,6 +23,7 @@ from ..config import DecayConfig
 from ..decay import kind_half_lives, salience_formula
 from ..errors import InvalidInput, NotFound, StoreError
 from ..model import Event, Link, MemoryRecord, Turn
+from .counts import StoredCounts
 from .rows import (
     EVENT_COLS,
     LINK_COLS,
@@ -184,7 +185,7 @@ def dump_queries(dialect: Dialect, user: str | None) -> list[tuple[str, str, lis
     ]
 
 
-class SQLStore:
+class SQLStore(StoredCounts):
     """The queries that read the same on both engines; a backend sets `dialect` and supplies `_run`."""
 
     dialect: Dialect
@@ -222,8 +223,11 @@ class SQLStore:
 
     # ----------------------------------------------------------------- memories
     def _records(self, where: str, params: Sequence[Any], order: str = "created_at, id") -> list[MemoryRecord]:
-        sql = f"SELECT {', '.join(SQL_COLS)} FROM memories WHERE {where} ORDER BY {order}"
-        return [record_of(row) for row in self._run(sql, list(params)).fetchall()]
+        sql = f"SELECT {', '.join(SQL_COLS)}, {self.tokens_col} FROM memories WHERE {where} ORDER BY {order}"
+        rows = self._run(sql, list(params)).fetchall()
+        out = [record_of(row[:-1]) for row in rows]
+        self._learn_counts([r.text for r in out], [row[-1] for row in rows])  # store.counts
+        return out
 
     def get(self, memory_id: str) -> MemoryRecord:
         """Return one memory, or raise NotFound."""
