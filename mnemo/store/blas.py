@@ -9,8 +9,8 @@ read) took 16 ms with the helpers and 5-6 ms with OpenBLAS held to one thread (R
 "Performance", third round). Scores are the same either way: each row's dot product is one
 thread's work in both cases.
 
-The limit is set through threadpoolctl when it is installed (it ships with scikit-learn; mnemo
-does not require it) and is process-wide while held: nested and concurrent holders share one
+The limit is set through threadpoolctl (a dependency of mnemo; the code still runs without it)
+and is process-wide while held: nested and concurrent holders share one
 limit, and the original setting comes back when the last leaves. It is measured to apply on the
 thread that sets it (a recall's); OpenBLAS 0.3.31 may keep its own count on other threads, which
 then search as before. Without threadpoolctl nothing is limited.
