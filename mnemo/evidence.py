@@ -13,7 +13,9 @@ the entity asked or the question is the user's own. A memory about
 another entity named by a number or an identifier ("flat 2" when the question asks about
 "flat 5") *conflicts*: it must not be ranked as if it answered.
 
-The verdict comes from that evidence first: an answering memory in the pack is "certain"; a
+The verdict comes from that evidence first: an answering memory in the pack is "certain", and a
+question that asks for a slot or a thing is certain only so (high topical evidence alone makes it
+"vague"); a
 question about a particular entity (owned, named or numbered: "the user's mother", "flat 5")
 that no packed memory is about, or naming a thing no packed memory mentions ("room 216",
 "Calloway Partners"), is "unknown" whatever the word overlap; a request for a task ("can you
@@ -329,7 +331,11 @@ def verdict(q, fits: Sequence[str], top_evidence: float, missing: Sequence[str],
     if q.pinned and "entity" not in fits:
         return "unknown", f"no packed memory is about {q.subject}"
     if top_evidence >= certain_at:
-        return "certain", f"evidence {top_evidence:.2f} >= certain_at {certain_at}"
+        if not (q.slot or q.asked):
+            return "certain", f"evidence {top_evidence:.2f} >= certain_at {certain_at}"
+        # A question that asks for a slot or a thing is certain only when a packed memory answers it
+        # (above): words in common with "which ESLint rules did I enforce?" are no answer to it.
+        return "vague", f"evidence {top_evidence:.2f}, but no packed memory holds {q.slot or q.asked}"
     if q.request and top_evidence >= vague_at / 2:
         # A task ("recommend a restaurant") is served by whatever the user prefers that bears on it.
         return "vague", f"a request; evidence {top_evidence:.2f} of what bears on it"

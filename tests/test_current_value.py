@@ -196,3 +196,15 @@ def test_asking_which_things_is_not_answered_by_how_many_there_were():
     assert evidence.stated(q, said("a", "The user logged 3 bugs on the tracker.", 0)) == frozenset()
     counted = ask("How many bugs were logged on the tracker?")
     assert evidence.stated(counted, said("a", "The user logged 3 bugs on the tracker.", 0)) == {"3"}
+
+
+def test_words_in_common_do_not_make_a_question_for_a_slot_certain():
+    q = ask("Which lint rules did I enforce in the project?")
+    assert q.slot or q.asked
+    # High topical evidence, no packed memory holding the rules: hedged, not certain.
+    assert evidence.verdict(q, ["entity"], 0.9, [], certain_at=0.6, vague_at=0.35)[0] == "vague"
+    assert evidence.verdict(q, ["answers"], 0.9, [], certain_at=0.6, vague_at=0.35)[0] == "certain"
+    # A question that names no slot or thing still rests on the evidence alone.
+    open_q = ask("Tell me about my week")
+    assert not (open_q.slot or open_q.asked)
+    assert evidence.verdict(open_q, ["entity"], 0.9, [], certain_at=0.6, vague_at=0.35)[0] == "certain"
