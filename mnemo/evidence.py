@@ -52,6 +52,7 @@ _COMPATIBLE = {"date": {"date", "time"}, "place": {"place", "name", "org"}, "nam
                "money": {"money", "number"}, "number": {"number", "quantity", "money"}, "duration": {"duration"}}
 _WORD = re.compile(r"[\w@.+-]+")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[,.]\d+)*")
+_DIGIT = re.compile(r"\d")
 # A date said with its month's name ("November 25", "25 November 2024", "May 13th"), or a year alone.
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 _DATE = re.compile(rf"\b(?:(?:{_MONTH})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?|"
@@ -284,13 +285,19 @@ def stated(q, m: MemoryRecord) -> frozenset[str]:
     number of interviews. Only values said as numbers are read (a slot whose values are words is left
     to the claims), and only from statements: a pasted code block's numbers are not.
     """
-    if q.wants not in _NUMERIC or m.meta.get("rule") == "note.code":
-        return frozenset()
-    words = _content(m.text)
+    if q.wants not in _NUMERIC or m.meta.get("rule") == "note.code" or not _DIGIT.search(m.text):
+        return frozenset()  # most memories say no number: nothing to read, and no words to count
+    return _stated(q, m.text)
+
+
+@lru_cache(maxsize=8192)
+def _stated(q, text: str) -> frozenset[str]:
+    # Kept per (question, text): recall reads it for the claim fit and again for current_first.
+    words = _content(text)
     if not any(2 * len(f & words) >= len(f) for f in focus(q)):
         return frozenset()
     dated = q.wants in (None, "date")
-    text = m.text if dated else _DATE.sub(" ", m.text)
+    text = text if dated else _DATE.sub(" ", text)
     values = {n.replace(",", "") for n in _NUMBER.findall(text)}
     if dated:
         values |= {w for w in _words(text) if w in MONTHS}
