@@ -412,10 +412,11 @@ def _seed_mentions(doc: Any, st: TurnState) -> None:
 
 
 def _layout(text: str, context: Sequence[Turn], cfg: WriteConfig, user: str | None
-            ) -> tuple[list[tuple[str | None, str]], int, dict[int, str], Turn | None]:
-    """Return how a turn's prose is read, before any parse: (speaker, sentence) chunks, sentences left unread,
-    the clauses after a "Label:" heading by chunk, and the context turn that seeds its mentions."""
-    text = without_code(text)[0]
+            ) -> tuple[list[tuple[str | None, str]], int, dict[int, str], Turn | None, list[tuple[str, str]]]:
+    """Return how a turn is read, before any parse: its prose as (speaker, sentence) chunks, sentences left
+    unread, the clauses after a "Label:" heading by chunk, the context turn that seeds its mentions, and
+    its code blocks (`without_code`)."""
+    text, blocks = without_code(text)
     chunks: list[tuple[str | None, str]] = []
     left = 0
     for speaker, part in speaker_lines(text, user):
@@ -424,12 +425,12 @@ def _layout(text: str, context: Sequence[Turn], cfg: WriteConfig, user: str | No
         left += more
     seed = next((t for t in reversed(context) if t.role == "user"), None)
     rests = {k: m["text"] for k, (_, s) in enumerate(chunks) if (m := _LABEL.match(s))}
-    return chunks, left, rests, seed
+    return chunks, left, rests, seed, blocks
 
 
 def parsed_texts(text: str, context: Sequence[Turn], cfg: WriteConfig, user: str | None) -> list[str]:
     """Return the texts `read_turn` parses first for this turn, so a batch of turns can be parsed in one pass."""
-    chunks, _, rests, seed = _layout(text, context, cfg, user)
+    chunks, _, rests, seed, _ = _layout(text, context, cfg, user)
     return [s for _, s in chunks] + list(rests.values()) + ([seed.text[:MAX_SENTENCE_CHARS]] if seed else [])
 
 
@@ -446,7 +447,7 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
               commands: bool = True, user: str | None = None) -> tuple[list[Candidate], int]:
     """Return (claims of `text`, sentences left unread); `commands=False` for text quoted from another turn."""
     st = TurnState(now, list(context), cfg, commands=commands and not INJECTION.search(text))
-    chunks, left, rests, seed = _layout(text, st.context, cfg, user)
+    chunks, left, rests, seed, blocks = _layout(text, st.context, cfg, user)
     texts = [s for _, s in chunks]
     docs = parse(texts + list(rests.values()) + ([seed.text[:MAX_SENTENCE_CHARS]] if seed is not None else []))
     if seed is not None:
@@ -470,7 +471,7 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
             said = _sentence(sent, raw, st, speaker, emphasis, hedge)
             st.said.append([finalise(c, st.cfg, emphasis=False, hedge=False, pinned=True) for c in said]
                            if k in keep else said)
-    st.said += [[_code_note(lang, code)] for lang, code in without_code(text)[1]]
+    st.said += [[_code_note(lang, code)] for lang, code in blocks]
     return [c for said in st.said for c in said], left
 
 

@@ -13,7 +13,7 @@ Pure functions of their arguments, no store: `mnemo.recall.recall` wires them to
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
 
@@ -284,7 +284,7 @@ def current_first(scored: list[Scored], q=None) -> list[Scored]:
         _lift_newest(group, _newness, lift)
     if q is not None:
         answers = [(s, said) for s in scored if s.memory.active and (said := evidence.stated(q, s.memory))]
-        _lift_newest(answers, _said_first if q.earlier else _said_last, lift)
+        _lift_newest(answers, _said_last, lift, first=q.earlier)
     if not lift:
         return scored
     out = [replace(s, score=lift.get(s.memory.id, s.score), scores={**s.scores, "current_first": 1.0})
@@ -293,11 +293,14 @@ def current_first(scored: list[Scored], q=None) -> list[Scored]:
     return out
 
 
-def _lift_newest(group: list[tuple[Scored, object]], newness, lift: dict[str, float]) -> None:
-    """Give the group's newest member (by `newness`) the group's best score, when the group disagrees."""
+def _lift_newest(group: list[tuple[Scored, object]], newness: Callable[[MemoryRecord], tuple],
+                 lift: dict[str, float], first: bool = False) -> None:
+    """Give the group's newest member (by `newness`; its oldest with `first`) the group's best score, when
+    the group disagrees."""
     if len({value for _, value in group}) < 2:
         return
-    newest = max((s for s, _ in group), key=lambda s: newness(s.memory))
+    pick = min if first else max
+    newest = pick((s for s, _ in group), key=lambda s: newness(s.memory))
     best = max(s.score for s, _ in group)
     if newest.score < best:
         lift[newest.memory.id] = max(lift.get(newest.memory.id, 0.0), best + 1e-6)
@@ -307,12 +310,6 @@ def _said_last(memory: MemoryRecord) -> tuple:
     """Sort key for "said last": when the memory was written (its turn's time), then valid_from, then id."""
     epoch = datetime.min.replace(tzinfo=timezone.utc)
     return (utc(memory.created_at) if memory.created_at else epoch, became_true(memory) or epoch, memory.id)
-
-
-def _said_first(memory: MemoryRecord) -> tuple:
-    """Sort key for "said first": the reverse of `_said_last`."""
-    when, valid, mid = _said_last(memory)
-    return (-when.timestamp(), -valid.timestamp(), mid)
 
 
 def _norm(value: str | None) -> str:
