@@ -45,6 +45,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
                                               "feature reranker per fold on the other folds."),
           save_reranker: Path = typer.Option(None, "--save-reranker", help="with --folds: write the reranker fitted "
                                              "on every conversation to this JSON file (mnemo/recipes/rerankers/)."),
+          claim_keys: bool = typer.Option(False, "--claim-keys", help="with --folds: also index each turn's parsed "
+                                          "claims as keys pointing at the turn (mnemo/eval/bench/keys.py)."),
           budget: int = typer.Option(None, help="beam / mquake / prefeval / meme: recall budget in tokens "
                                      "(default 512, 64, 512, 512)."),
           write: str = typer.Option("structured", help="mquake: how edits are written: structured | text."),
@@ -62,7 +64,7 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
 
     options: dict[str, Any] = {}
     if folds:
-        options.update(folds=folds, rerank=feature_rerank, save_reranker=save_reranker)
+        options.update(folds=folds, rerank=feature_rerank, save_reranker=save_reranker, claim_keys=claim_keys)
     elif benchmark in ("locomo", "realtalk"):
         options["budgets"] = tuple(int(b) for b in budgets.split(",") if b.strip())
     elif budget is not None:

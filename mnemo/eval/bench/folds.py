@@ -31,6 +31,7 @@ import numpy as np
 from mnemo.config import Config, RecallConfig, recipe
 from mnemo.errors import ConfigError
 from mnemo.eval import datasets, metrics
+from mnemo.eval.bench import keys
 from mnemo.eval.bench.common import (
     Bench,
     BenchResult,
@@ -129,7 +130,8 @@ def cross_validate(rows: Sequence[Mapping[str, Any]], folds: Sequence[Sequence[s
 
 def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "default"), *, folds: int = 4,
               limit: int | None = None, embedder: Any = "minilm", llm: Any = "offline", rerank: bool = False,
-              save_reranker: str | None = None, progress: Progress | None = None, **_ignored: Any) -> BenchResult:
+              save_reranker: str | None = None, claim_keys: bool = False, progress: Progress | None = None,
+              **_ignored: Any) -> BenchResult:
     """Return out-of-fold turn retrieval on LoCoMo or REALTALK: fixed `recipes` and the fold-selected candidate.
 
     Rows: one per question and system (each fixed recipe, and "selected"), with its fold, the
@@ -161,11 +163,15 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
         times = session_times(conv)
         mem = bench.open(max(times) + timedelta(days=1))["default"]
         dia_of = add_turns(mem, conv, times, bench.emb.embed([t.document for t in conv.turns]))
+        key_of = keys.add_keys(mem, conv, times, dia_of, bench.emb.embed) if claim_keys else {}
         people = rerank_stage.people_of(mem.store.memories(conv.id))
         qvecs = bench.emb.embed([q.question for q in qs]) if qs else []
         for q, qv in zip(qs, qvecs, strict=True):
-            dense, lexical = hits(mem, q.question, user=conv.id, qvec=qv, k=depth)
-            then = hits_then(mem, q.question, user=conv.id, qvec=qv, k=depth)
+            dense, lexical = hits(mem, q.question, user=conv.id, qvec=qv, k=depth * (2 if key_of else 1))
+            then = hits_then(mem, q.question, user=conv.id, qvec=qv, k=depth * (2 if key_of else 1))
+            if key_of:
+                dense, lexical = (keys.fold_keys(h, key_of, depth) for h in (dense, lexical))
+                then = tuple(keys.fold_keys(h, key_of, depth) for h in then) if then else then
             links = neighbours(mem, dense, lexical, then)
             for sname, cfg in systems.items():
                 key = f"{q.id}@{sname}"
@@ -222,7 +228,7 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     aggregates = {**_aggregate(rows, main, len(split)), **_aggregate(grid_rows, main, len(split), per_category=False)}
     configs = {r: recipe(r) for r in recipes}
     configs.update({f"candidate {c}": Config(recall=cfg, recipe=c) for c, cfg in CANDIDATES.items()})
-    res = bench.result(name, rows, aggregates, ds, limit=limit, folds=chosen, n_folds=len(split),
+    res = bench.result(name, rows, aggregates, ds, limit=limit, folds=chosen, n_folds=len(split), claim_keys=claim_keys,
                        split="conversations sorted by id, dealt round-robin into folds",
                        selection=f"mean turn {' then '.join(SELECT_BY)} on the other folds, main categories",
                        main_categories=sorted(main), rerank=rerank_fits,

@@ -122,11 +122,13 @@ def run_eval(benchmark: str, *, recipes: Sequence[str] | None = None, llm: str =
 
         res = run_folds(benchmark, tuple(recipes or FOLD_RECIPES), folds=options["folds"], limit=limit,
                         embedder=embedder or "minilm", llm=llm, rerank=bool(options.get("rerank")),
-                        save_reranker=options.get("save_reranker"), progress=progress)
+                        save_reranker=options.get("save_reranker"), claim_keys=bool(options.get("claim_keys")),
+                        progress=progress)
     else:
         options.pop("folds", None)
         options.pop("rerank", None)
         options.pop("save_reranker", None)
+        options.pop("claim_keys", None)
         res = run_benchmark(benchmark, recipes, limit=limit, embedder=embedder or "minilm", llm=llm,
                             progress=progress, **options)
     paths = write_results(folder, benchmark=res.name, rows=res.rows, aggregates=res.aggregates, configs=res.configs,
