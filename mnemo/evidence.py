@@ -205,6 +205,32 @@ def aliases(memories: Sequence[MemoryRecord]) -> dict[str, str]:
             if m.attribute in ("name", "preferred_name") and m.value and m.subject not in (None, "user", "team")}
 
 
+def namesakes(question: str, memories: Sequence[MemoryRecord]) -> list[str]:
+    """Return the entity keys `question` reaches only through a stored name claim among `memories`.
+
+    A name claim joins two keys: "The user's mechanic is called Ferris" files what is said of the
+    mechanic under "user's mechanic", and what is said of Ferris under "ferris". A question that
+    says one side and not the other asks of both: "How much does Ferris charge?" of what is stored
+    about the user's mechanic, "What does my mechanic charge?" of what is stored about Ferris. The
+    name counts as said when one of its words of three letters or more is ("Okafor" for "Dr
+    Okafor"); the entity when its own noun is ("mechanic"). The user's and the team's own names
+    are left out: every memory of the user is about them.
+    """
+    said = _words(question)
+    out: list[str] = []
+    for m in memories:
+        if m.attribute not in ("name", "preferred_name") or not m.value or m.subject in (None, "user", "team"):
+            continue
+        name, entity = match.key(m.value) or "", match.key(m.subject) or ""
+        by_name = bool({w for w in _words(name) if len(w) > 2} & said)
+        by_entity = bool(_words(entity.rsplit("'s ", 1)[-1])) and _words(entity.rsplit("'s ", 1)[-1]) <= said
+        if by_name and not by_entity:
+            out.append(entity)
+        elif by_entity and not by_name:
+            out.append(name)
+    return list(dict.fromkeys(k for k in out if k))
+
+
 def about(q_subject: str | None, m: MemoryRecord, names: Mapping[str, str]) -> bool:
     """Return True when memory `m` is about the entity `q_subject` (key, alias, stored name, or mention)."""
     if not q_subject:
@@ -213,6 +239,10 @@ def about(q_subject: str | None, m: MemoryRecord, names: Mapping[str, str]) -> b
         return True
     named = names.get(match.key(m.subject) or "")
     if named and match.entity_match(q_subject, named):
+        return True
+    # And the other way: the question names "Ferris", the memory is filed under the user's mechanic.
+    called = names.get(match.key(q_subject) or "")
+    if called and match.entity_match(called, m.subject):
         return True
     if q_subject in ("user", "team"):
         return False

@@ -27,7 +27,7 @@ from ..errors import InvalidInput
 from ..extract.questions import describe
 from ..model import Packed, Recall, TraceEntry
 from . import rerank as rerank_stage
-from .candidates import ask_soon, coverage, prefetch, query_vector, resolve_self
+from .candidates import ask_soon, coverage, namesakes, prefetch, query_vector, resolve_self
 from .confidence import EVIDENCE_COVERAGE, EVIDENCE_DENSE, confidence, evidence_of
 from .history import cite, expand, history_notes, shaken
 from .packing import make_room, pack
@@ -104,6 +104,12 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
     # A dense hit is a candidate only while vectors have weight (odd positions are lexical lists).
     records = store.get_many(list(dict.fromkeys(m for k, hits in enumerate(lists) if k % 2 or w < 1
                                                 for m, _ in hits)))
+    extra = namesakes(store, query, user, vector, records, cfg.candidates) if filters is None else []
+    if extra:
+        # What is filed under another name of an entity the question names joins the dense hits, at its own cosine.
+        dense = sorted(dense + [(m.id, s) for m, s in extra], key=lambda h: -h[1])
+        records.update((m.id, m) for m, _ in extra)
+        fused = relevance(dense, lexical, cfg, then, follows)
     if cfg.rerank:
         fused = rerank_stage.apply(fused, cfg.rerank, query, dense, lexical, then, follows,
                                    people_of(records.values()))

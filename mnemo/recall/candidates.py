@@ -12,18 +12,20 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import evidence
 from ..extract.questions import Ask, ask
 from ..normalise import canonical_attribute
 
 if TYPE_CHECKING:
     from ..embed import Embedder
+    from ..model import MemoryRecord
 
 _STOPWORDS = frozenset(
     "a an the is are was were be been being am do does did done what whats where when who whom whose "
@@ -79,6 +81,25 @@ def prefetch(store: Any, hits: Sequence[tuple[str, float]], count_many: Callable
     records = store.get_many(list(dict.fromkeys(m for m, _ in hits)))
     if records:
         count_many([m.text for m in records.values()])
+
+
+def namesakes(store: Any, query: str, user: str, vector: np.ndarray, records: Mapping[str, MemoryRecord],
+              k: int) -> list[tuple[MemoryRecord, float]]:
+    """Return the user's memories filed under another name of an entity `query` names, with their cosine, best first.
+
+    The names come from the name claims among the hits (`evidence.namesakes`: "Ferris" is the
+    user's mechanic), so a question that names Ferris also finds "The user's mechanic put his rate
+    up to 60 GBP", which neither retriever reaches through the name. At most `k`, none already in
+    `records`; nothing is read when no hit is a name claim the question reaches.
+    """
+    keys = evidence.namesakes(query, list(records.values()))
+    if not keys:
+        return []
+    found = [m for m in store.active_for(user, keys) if m.id not in records]
+    if not found:
+        return []
+    sims = store.vectors([m.id for m in found]) @ np.asarray(vector, dtype=np.float32)
+    return sorted(zip(found, (float(s) for s in sims), strict=True), key=lambda p: -p[1])[:k]
 
 
 def query_vector(embedder: Embedder, query: str, names: Sequence[str]) -> np.ndarray:
