@@ -40,6 +40,9 @@ CASES = [
     ("Lead time for ic-mc-44 is 14 days", 0, dict(subject="IC-MC-44", attribute="lead_time", value="14 days")),
     ("The warranty period for model ZR-9 is 12 months.", 0, dict(subject="ZR-9", attribute="warranty_period",
                                                                  value="12 months")),
+    # A gerund after the preposition: what the attribute is of is the gerund's object.
+    ("The deadline for completing the harbour survey is June 9.", 0, dict(subject="harbour survey",
+                                                                          attribute="deadline")),
     ("ZR-9's warranty is now 24 months.", 0, dict(subject="ZR-9", attribute="warranty", value="24 months")),
     ("INV-5521 amount is 1,200 EUR.", 0, dict(subject="INV-5521", attribute="amount", value="1200 EUR")),
     ("The amount for inv-9 is $300.", 0, dict(subject="INV-9", attribute="amount", value="300 USD")),
@@ -536,3 +539,13 @@ def test_renaming_an_identifier_renames_the_claim_subject(a, b, n, attribute):
 def test_question_names_are_names_not_capitals(question, names):
     from mnemo.extract.questions import ask
     assert list(ask(question).names) == names
+
+
+@pytest.mark.parametrize(("question", "subject", "slot"), [
+    ("What was the deadline for completing the harbour survey?", "harbour survey", "deadline"),
+    ("What is the budget for the kitchen renovation?", "kitchen renovation", "budget"),
+])
+def test_a_question_asks_the_attribute_of_what_its_preposition_names(question, subject, slot):
+    from mnemo.extract.questions import ask
+    q = ask(question)
+    assert (q.subject, q.slot) == (subject, slot)

@@ -203,6 +203,10 @@ def attribute_of(tok: Token, mentions: Mentions) -> tuple[Entity, list[Token]] |
         return entity_of(poss, mentions), words
     for prep in (c for c in tok.children if c.dep_ == "prep" and c.lower_ in ("of", "for", "on")):
         pobj = next((x for x in prep.children if x.dep_ == "pobj"), None)
+        if pobj is None:
+            # "the deadline for completing the first sprint": a gerund's object is what the attribute is of.
+            gerund = next((x for x in prep.children if x.dep_ == "pcomp" and x.tag_ == "VBG"), None)
+            pobj = next((x for x in gerund.children if x.dep_ == "dobj"), None) if gerund is not None else None
         if pobj is not None:
             # "the warranty period for model ZR-9": an identifier after the preposition's noun names it.
             ident = next((x for x in tok.children if x.dep_ == "appos" and IDENTIFIER.fullmatch(x.text)), None)
