@@ -71,9 +71,10 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
 
     The dense retriever always runs, because its cosine is half of the evidence
     behind the confidence; BM25 runs when it has weight. Only ids found by a
-    retriever with weight become candidates; their relevance is `ranking.relevance` (the
-    time scope, and the hits' `follows` neighbours when `context_weight` > 0), then the
-    reranker's (`rerank.apply`). On "unknown" nothing is packed: every candidate is
+    retriever with weight become candidates, and what is filed under another name of an
+    entity the question names (`candidates.namesakes`; unfiltered, with vectors weighted).
+    Their relevance is `ranking.relevance` (the time scope, and the hits' `follows`
+    neighbours when `context_weight` > 0), then the reranker's (`rerank.apply`). On "unknown" nothing is packed: every candidate is
     traced as "abstain" and the message says "not in the record" (or,
     when strong evidence was left out only by the budget, that nothing fits it).
     History shares the budget with the pack (`make_room`); touch runs once, on the pack.
@@ -104,7 +105,7 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
     # A dense hit is a candidate only while vectors have weight (odd positions are lexical lists).
     records = store.get_many(list(dict.fromkeys(m for k, hits in enumerate(lists) if k % 2 or w < 1
                                                 for m, _ in hits)))
-    extra = namesakes(store, query, user, vector, records, cfg.candidates) if filters is None else []
+    extra = namesakes(store, query, user, vector, records, cfg.candidates) if filters is None and w < 1 else []
     if extra:
         # What is filed under another name of an entity the question names joins the dense hits, at its own cosine.
         dense = sorted(dense + [(m.id, s) for m, s in extra], key=lambda h: -h[1])
