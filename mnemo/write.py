@@ -139,7 +139,8 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
     reports: list[WriteReport] = []
     # Events and links are only written here, never read while turns are reconciled: held for one append each.
     held: tuple[list[Event], list[Link]] = ([], [])
-    with store.transaction():
+    # Memories too: each turn's are held (`store.hold_memories`) and written in as few statements as reads allow.
+    with store.transaction(), store.hold_memories():
         for block, to_parse in _blocks(turns, contexts, cfg, llm.offline):
             read_ahead(to_parse)
             found = [cap(extract(llm, t, contexts[k], cfg.write), cfg.write.max_candidates) for k, t in block]

@@ -48,6 +48,7 @@ class DuckDBLexical:
                 self.lexical_syncs += 1
                 return
             docs_of.clear()
+            self._flush_held()  # the rows are read from the table (store.held)
             # Rows come back with their position, so postings need no id lookups.
             where = "" if pending is None else "WHERE id IN (SELECT id FROM todo)"
             todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
