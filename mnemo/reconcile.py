@@ -47,7 +47,8 @@ failure it names (see `_link_causes`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -82,22 +83,40 @@ class _Row:
     taken: set[str]
 
     names: dict[str, str] | None = None  # {named entity key: the entity it names}, from stored name claims
+    # entity(j) by memory subject: the rules ask it of every memory, several times a candidate.
+    _entities: dict[str | None, str | None] = field(default_factory=dict, repr=False)
 
     def entity(self, j: int) -> str | None:
-        found = match.entity_match(self.c.subject, self.active[j].subject)
+        subject = self.active[j].subject
+        if subject not in self._entities:
+            self._entities[subject] = self._entity_of(subject)
+        return self._entities[subject]
+
+    def _entity_of(self, subject: str | None) -> str | None:
+        found = _entity_match(self.c.subject, subject)
         if found is None and self.names:
             # "Ferris put his rate up" is about "the user's mechanic" once "the mechanic's name is Ferris" is stored.
             named = self.names.get(match.key(self.c.subject) or "")
-            if named and match.entity_match(named, self.active[j].subject):
+            if named and _entity_match(named, subject):
                 return "alias"
         return found
 
     def slot(self, j: int) -> str | None:
-        return match.slot_match(self.c.attribute, self.active[j].attribute, float(self.slot_sims[j]),
-                                self.cfg.slot_threshold)
+        # match.slot_match with the similarity looked at last, as it does: the rest depends on the two slots only.
+        a, b = self.c.attribute, self.active[j].attribute
+        found = _slot_match(a, b)
+        if found is None and a and b and float(self.slot_sims[j]) >= self.cfg.slot_threshold:
+            return "similar"
+        return found
 
     def free(self, j: int) -> bool:
         return self.active[j].id not in self.taken
+
+
+# Both are pure functions of two short strings that recur across the candidates of a conversation (the
+# same subjects and slots, turn after turn): answered once each (`remember_many` asked ~900 a turn at 100k).
+_entity_match = lru_cache(maxsize=1 << 16)(match.entity_match)
+_slot_match = lru_cache(maxsize=1 << 16)(match.slot_match)
 
 
 def _aligned(r: _Row, js: list[int], qualified: bool = False) -> list[tuple[int, str]]:
