@@ -84,7 +84,10 @@ class HeldMemories:
         if not self._held or self._held_owner != threading.get_ident() or self._beside:
             return
         rows, self._held = list(self._held.values()), {}
-        self._insert_rows([r for r, _, _ in rows], [n for _, n, _ in rows], np.stack([v for _, _, v in rows]))
+        records = [r for r, _, _ in rows]
+        self._insert_rows(records, [n for _, n, _ in rows], np.stack([v for _, _, v in rows]))
+        # They are what the table now returns: the transaction's own cache serves their next reads (store.cache).
+        self._keep_in_tx(records)
 
     def _waiting(self, ids: Sequence[str]) -> list[str]:
         """Return which of `ids` wait in this thread's hold."""
@@ -146,5 +149,6 @@ class HeldMemories:
 
     # The store's own (DuckDBStore, SQLStore): its lock, and what follows a status change in process.
     _lock: Any
+    _keep_in_tx: Callable[[list[MemoryRecord]], None]
     _status_changed: Callable[[list[str], bool], None]
     _writable: Callable[[], None]
