@@ -146,6 +146,8 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
             found = [cap(extract(llm, t, contexts[k], cfg.write), cfg.write.max_candidates) for k, t in block]
             texts = [c.text for kept, _ in found for c in kept]
             vecs = embedder.embed(texts) if texts else np.zeros((0, store.dim), np.float32)
+            # The words each turn writes (its candidates) and searches (their named subjects), analysed at once.
+            store.analyse_ahead([*texts, *(c.subject for kept, _ in found for c in kept if c.subject)])
             subjects = SubjectReads(store, [(turn.user, c.subject) for (_, turn), (kept, _) in zip(block, found, strict=True)
                                             for c in kept])
             at = 0

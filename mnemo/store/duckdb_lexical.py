@@ -114,6 +114,17 @@ class DuckDBLexical:
             self._stems.update(self.con.execute("SELECT tok, stem(tok, 'porter') FROM (SELECT unnest(?::VARCHAR[]) "
                                                 "AS tok)", [todo]).fetchall())
 
+    def analyse_ahead(self, texts: Iterable[str]) -> None:
+        """Ask the porter stems of the ASCII words of `texts` (about to be written or searched) in one statement.
+
+        `remember_many` names a block's candidates and subjects here: each turn's write and search
+        then finds its words' stems kept, instead of asking DuckDB once a turn (~0.8 ms a statement).
+        """
+        words = {t for text in texts if text.isascii() for t in _ASCII_TOKEN.findall(text.lower())
+                 if t not in _STOPWORD_SET}
+        with self._lock:
+            self._stem_words(words)
+
     def _analyse(self, text: str) -> list[str]:
         """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""
         check_text(text, "query")

@@ -162,6 +162,9 @@ class Store(Protocol):
                      filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Return the top-k active memories of `user` by cosine, best first."""
 
+    def analyse_ahead(self, texts: Iterable[str]) -> None:
+        """Prepare, in one go, the lexical analysis of texts about to be written or searched (a hint: may do nothing)."""
+
     def search_lexical(self, query: str, k: int, *, user: str,
                        filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Return the top-k active memories of `user` by the engine's lexical score, best first."""

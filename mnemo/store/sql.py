@@ -285,6 +285,9 @@ class SQLStore(StoredCounts):
             check_text(r.text, "memory text")
         return vectors
 
+    def analyse_ahead(self, texts: Iterable[str]) -> None:
+        """Do nothing: lexical analysis runs in SQL at write and search (DuckDB overrides this)."""
+
     def hold_memories(self) -> Any:
         """Return a no-op context: memories are written at once (DuckDB overrides this, see `store.held`)."""
         return nullcontext()
