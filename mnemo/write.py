@@ -84,8 +84,8 @@ def slot_phrase(item: Candidate | MemoryRecord) -> str | None:
 def slot_similarity(embedder: Embedder, candidates: Sequence[Candidate], active: Sequence[MemoryRecord]) -> np.ndarray:
     """Return the cosine of every candidate's slot phrase with every active memory's (0 where one has none).
 
-    Each distinct phrase is embedded once, so the cost grows with the number of distinct slots,
-    not with the number of memories.
+    Each distinct phrase is embedded once, and each distinct pair of phrases multiplied once (into
+    every cell it fills), so the cost grows with the number of distinct slots, not of memories.
     """
     out = np.zeros((len(candidates), len(active)), np.float32)
     left = [slot_phrase(c) for c in candidates]
@@ -94,11 +94,19 @@ def slot_similarity(embedder: Embedder, candidates: Sequence[Candidate], active:
     if not phrases or not any(left) or not any(right):
         return out
     vec = dict(zip(phrases, embedder.embed(phrases), strict=True))
-    for i, a in enumerate(left):
-        if a:
-            for j, b in enumerate(right):
-                if b:
-                    out[i, j] = float(vec[a] @ vec[b])
+    rows, cols = _positions(left), _positions(right)
+    for a, i in rows.items():
+        for b, j in cols.items():
+            out[np.ix_(i, j)] = float(vec[a] @ vec[b])
+    return out
+
+
+def _positions(phrases: list[str | None]) -> dict[str, list[int]]:
+    """Return {phrase: the positions it is at}, for the positions that have one."""
+    out: dict[str, list[int]] = {}
+    for k, p in enumerate(phrases):
+        if p:
+            out.setdefault(p, []).append(k)
     return out
 
 
