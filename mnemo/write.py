@@ -84,8 +84,8 @@ def slot_phrase(item: Candidate | MemoryRecord) -> str | None:
 def slot_similarity(embedder: Embedder, candidates: Sequence[Candidate], active: Sequence[MemoryRecord]) -> np.ndarray:
     """Return the cosine of every candidate's slot phrase with every active memory's (0 where one has none).
 
-    Each distinct phrase is embedded once, and each distinct pair of phrases multiplied once (into
-    every cell it fills), so the cost grows with the number of distinct slots, not of memories.
+    Each distinct phrase is embedded once, and each distinct pair of phrases multiplied once, then
+    spread over the memories a row at a time: the cost grows with the number of distinct slots.
     """
     out = np.zeros((len(candidates), len(active)), np.float32)
     left = [slot_phrase(c) for c in candidates]
@@ -94,10 +94,16 @@ def slot_similarity(embedder: Embedder, candidates: Sequence[Candidate], active:
     if not phrases or not any(left) or not any(right):
         return out
     vec = dict(zip(phrases, embedder.embed(phrases), strict=True))
-    rows, cols = _positions(left), _positions(right)
-    for a, i in rows.items():
-        for b, j in cols.items():
-            out[np.ix_(i, j)] = float(vec[a] @ vec[b])
+    cols = _positions(right)
+    slots = list(cols)  # the memories' distinct phrases
+    which = np.empty(len(right), np.int64)  # each memory's phrase, as a position in `slots`
+    for k, b in enumerate(slots):
+        which[cols[b]] = k
+    has = np.array([bool(b) for b in right])
+    for a, i in _positions(left).items():
+        # float64 cosines cast to float32 on assignment, exactly as one float per cell would be.
+        cos = np.array([float(vec[a] @ vec[b]) for b in slots], np.float64)
+        out[np.ix_(i, np.flatnonzero(has))] = cos[which[has]]
     return out
 
 
