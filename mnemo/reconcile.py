@@ -47,7 +47,8 @@ failure it names (see `_link_causes`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -82,22 +83,44 @@ class _Row:
     taken: set[str]
 
     names: dict[str, str] | None = None  # {named entity key: the entity it names}, from stored name claims
+    groups: dict[str | None, list[int]] | None = None  # {subject: positions of the memories about it}, ascending
+    # entity(j) by memory subject: the rules ask it of every memory, several times a candidate.
+    _entities: dict[str | None, str | None] = field(default_factory=dict, repr=False)
 
     def entity(self, j: int) -> str | None:
-        found = match.entity_match(self.c.subject, self.active[j].subject)
+        return self.entity_of(self.active[j].subject)
+
+    def entity_of(self, subject: str | None) -> str | None:
+        """Return entity(j) of any memory about `subject` (answered once per subject)."""
+        if subject not in self._entities:
+            self._entities[subject] = self._match_entity(subject)
+        return self._entities[subject]
+
+    def _match_entity(self, subject: str | None) -> str | None:
+        found = _entity_match(self.c.subject, subject)
         if found is None and self.names:
             # "Ferris put his rate up" is about "the user's mechanic" once "the mechanic's name is Ferris" is stored.
             named = self.names.get(match.key(self.c.subject) or "")
-            if named and match.entity_match(named, self.active[j].subject):
+            if named and _entity_match(named, subject):
                 return "alias"
         return found
 
     def slot(self, j: int) -> str | None:
-        return match.slot_match(self.c.attribute, self.active[j].attribute, float(self.slot_sims[j]),
-                                self.cfg.slot_threshold)
+        # match.slot_match with the similarity looked at last, as it does: the rest depends on the two slots only.
+        a, b = self.c.attribute, self.active[j].attribute
+        found = _slot_match(a, b)
+        if found is None and a and b and float(self.slot_sims[j]) >= self.cfg.slot_threshold:
+            return "similar"
+        return found
 
     def free(self, j: int) -> bool:
         return self.active[j].id not in self.taken
+
+
+# Both are pure functions of two short strings that recur across the candidates of a conversation (the
+# same subjects and slots, turn after turn): answered once each (`remember_many` asked ~900 a turn at 100k).
+_entity_match = lru_cache(maxsize=1 << 16)(match.entity_match)
+_slot_match = lru_cache(maxsize=1 << 16)(match.slot_match)
 
 
 def _aligned(r: _Row, js: list[int], qualified: bool = False) -> list[tuple[int, str]]:
@@ -121,9 +144,26 @@ def _aligned(r: _Row, js: list[int], qualified: bool = False) -> list[tuple[int,
 
 def _of_entity(r: _Row, *, retirable: bool = True) -> list[int]:
     """Return the free memories about the candidate's entity: the same key, else its aliases."""
-    ok = [j for j in range(len(r.active)) if r.free(j) and (not retirable or r.active[j].category not in NEVER_RETIRED)]
-    same = [j for j in ok if r.entity(j) == "same"]
-    return same or [j for j in ok if r.entity(j) == "alias"]
+    return _about(r, "same", retirable) or _about(r, "alias", retirable)
+
+
+def _about(r: _Row, kind: str, retirable: bool) -> list[int]:
+    """Return, in order, the free memories whose subject matches the candidate's as `kind` ("same" or "alias").
+
+    Subjects are matched once each (`_Row.groups`), not once per memory: a user's "user" memories
+    are most of the hundreds every candidate of a long conversation is reconciled against.
+    """
+    groups = r.groups if r.groups is not None else _by_subject(r.active)
+    js = sorted(j for subject, at in groups.items() if r.entity_of(subject) == kind for j in at)
+    return [j for j in js if r.free(j) and (not retirable or r.active[j].category not in NEVER_RETIRED)]
+
+
+def _by_subject(active: list[MemoryRecord]) -> dict[str | None, list[int]]:
+    """Return {subject: the ascending positions in `active` of the memories about it}."""
+    out: dict[str | None, list[int]] = {}
+    for j, m in enumerate(active):
+        out.setdefault(m.subject, []).append(j)
+    return out
 
 
 def _best(js: list[int], r: _Row) -> int:
@@ -259,8 +299,8 @@ def _similar(r: _Row, judge: Judge, base: dict[str, Any]) -> Action:
         return _act(r, "add", None, "novel", base, max_sim=top)
     # The judge sees memories of the same entity, or of another plain noun phrase ("the release" and "the
     # album" may be one thing); names and identifiers that differ are never judged.
-    near = _of_entity(r) or [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED
-                             and match.soft(c) and match.soft(a[j])]
+    near = _of_entity(r) or ([j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED
+                              and match.soft(a[j])] if match.soft(c) else [])
     band = [j for j in near if cfg.arbitration_low <= float(r.sims[j]) < cfg.duplicate_threshold
             and not (c.attribute and r.slot(j) and not (c.single_valued and a[j].single_valued))]
     verdicts: list[dict[str, Any]] = []
@@ -371,11 +411,12 @@ def plan_writes(candidates: list[Candidate], active: list[MemoryRecord], sims: n
     overridden = _same_turn(candidates)
     names = {match.key(m.value) or "": match.key(m.subject) or "" for m in active
              if m.attribute in ("name", "preferred_name") and m.value and m.subject not in (None, "user", "team")}
+    groups = _by_subject(active)
     taken: set[str] = set()
     plan: list[Action] = []
     for i, c in enumerate(candidates):
         base = {"candidate_index": i, "thresholds": thresholds}
-        r = _Row(i, c, matrix[i], slots[i], cfg, active, taken, names)
+        r = _Row(i, c, matrix[i], slots[i], cfg, active, taken, names, groups)
         if c.command == "forget":
             plan.extend(forget_actions(r, base))
         elif i in overridden:

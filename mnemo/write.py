@@ -84,8 +84,8 @@ def slot_phrase(item: Candidate | MemoryRecord) -> str | None:
 def slot_similarity(embedder: Embedder, candidates: Sequence[Candidate], active: Sequence[MemoryRecord]) -> np.ndarray:
     """Return the cosine of every candidate's slot phrase with every active memory's (0 where one has none).
 
-    Each distinct phrase is embedded once, so the cost grows with the number of distinct slots,
-    not with the number of memories.
+    Each distinct phrase is embedded once, and each distinct pair of phrases multiplied once, then
+    spread over the memories a row at a time: the cost grows with the number of distinct slots.
     """
     out = np.zeros((len(candidates), len(active)), np.float32)
     left = [slot_phrase(c) for c in candidates]
@@ -94,11 +94,25 @@ def slot_similarity(embedder: Embedder, candidates: Sequence[Candidate], active:
     if not phrases or not any(left) or not any(right):
         return out
     vec = dict(zip(phrases, embedder.embed(phrases), strict=True))
-    for i, a in enumerate(left):
-        if a:
-            for j, b in enumerate(right):
-                if b:
-                    out[i, j] = float(vec[a] @ vec[b])
+    cols = _positions(right)
+    slots = list(cols)  # the memories' distinct phrases
+    which = np.empty(len(right), np.int64)  # each memory's phrase, as a position in `slots`
+    for k, b in enumerate(slots):
+        which[cols[b]] = k
+    has = np.array([bool(b) for b in right])
+    for a, i in _positions(left).items():
+        # float64 cosines cast to float32 on assignment, exactly as one float per cell would be.
+        cos = np.array([float(vec[a] @ vec[b]) for b in slots], np.float64)
+        out[np.ix_(i, np.flatnonzero(has))] = cos[which[has]]
+    return out
+
+
+def _positions(phrases: list[str | None]) -> dict[str, list[int]]:
+    """Return {phrase: the positions it is at}, for the positions that have one."""
+    out: dict[str, list[int]] = {}
+    for k, p in enumerate(phrases):
+        if p:
+            out.setdefault(p, []).append(k)
     return out
 
 
@@ -139,12 +153,15 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
     reports: list[WriteReport] = []
     # Events and links are only written here, never read while turns are reconciled: held for one append each.
     held: tuple[list[Event], list[Link]] = ([], [])
-    with store.transaction():
+    # Memories too: each turn's are held (`store.hold_memories`) and written in as few statements as reads allow.
+    with store.transaction(), store.hold_memories():
         for block, to_parse in _blocks(turns, contexts, cfg, llm.offline):
             read_ahead(to_parse)
             found = [cap(extract(llm, t, contexts[k], cfg.write), cfg.write.max_candidates) for k, t in block]
             texts = [c.text for kept, _ in found for c in kept]
             vecs = embedder.embed(texts) if texts else np.zeros((0, store.dim), np.float32)
+            # The words each turn writes (its candidates) and searches (their named subjects), analysed at once.
+            store.analyse_ahead([*texts, *(c.subject for kept, _ in found for c in kept if c.subject)])
             subjects = SubjectReads(store, [(turn.user, c.subject) for (_, turn), (kept, _) in zip(block, found, strict=True)
                                             for c in kept])
             at = 0

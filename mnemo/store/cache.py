@@ -159,6 +159,13 @@ class RecordCache:
         self._tx_kept.clear()
         self._names.clear()
 
+    def _keep_in_tx(self, records: list[MemoryRecord]) -> None:
+        """Keep records the transaction's thread knows are current (rows it just wrote) for its next reads."""
+        if self._open_tx and self._tx_owner == threading.get_ident():
+            if len(self._tx_kept) + len(records) > KEPT:
+                self._tx_kept.clear()
+            self._tx_kept.update((r.id, r) for r in records)
+
     def _tx_began(self) -> None:
         self._open_tx += 1
         self._tx_owner = threading.get_ident()

@@ -34,6 +34,7 @@ from .cache import RecordCache
 from .counts import counts_of
 from .duckdb_lexical import DuckDBLexical
 from .duckdb_load import DuckDBLoad
+from .held import HeldMemories
 from .index import VectorIndex
 from .lexical import LexicalIndex
 from .parquet import ParquetArchive
@@ -133,7 +134,7 @@ DUCKDB = Dialect(
 )
 
 
-class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, ParquetArchive, SQLStore):
+class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckDBLoad, ParquetArchive, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -157,6 +158,7 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
         self.lexical_syncs = 0
         self._stems: dict[str, str] = {}  # word -> porter stem, as DuckDB's fts stems it
         self._cache_init()
+        self._held_init()
         self.con = _connect(self.path, read_only=read_only)
         self._memory_limit: str | None = None
         if self.path != ":memory:":
@@ -308,6 +310,7 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
 
     # ----------------------------------------------------------------- writes
     def _run(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
+        self._flush_held()  # held memories go to the table before a statement that may read them (store.held)
         return self.con.execute(sql, list(params))
 
     def _set_counts(self, ids: list[str], counts: list[int]) -> None:
@@ -321,21 +324,21 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
             self.con.execute(f"INSERT INTO turns ({TURNS.cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", TURNS.values(turn))
 
     def insert_memories(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
-        """Insert memories and their vectors through Arrow (one statement, not one per row)."""
+        """Insert memories and their vectors through Arrow (one statement, not one per row).
+
+        Inside `hold_memories()` the rows wait in process for one INSERT (store.held); the
+        indexes, pinned ids and record cache follow them at once either way.
+        """
         vectors = self._insertable(records, vectors)
         if not len(records):
             return
-        cols: dict[str, Any] = {}
-        for name, col, values in zip(MEM_COLS, SQL_COLS, zip(*map(MEMORIES.values, records), strict=True), strict=True):
-            arrow = (pa.timestamp("us") if name in TIMES else pa.list_(pa.string()) if name == "references"
-                     else pa.string() if name == "meta" else None)
-            cols[col] = pa.array(values, type=arrow) if arrow else list(values)
-        cols["tokens"] = pa.array(counts_of([r.text for r in records]), pa.int32())
-        cols["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), self.dim)
-        batch = pa.table(cols)  # noqa: F841 - read by DuckDB's replacement scan below
+        counts = counts_of([r.text for r in records])
         self._drop(r.id for r in records)
         with self._lock:
-            self.con.execute(f"INSERT INTO memories ({', '.join(SQL_COLS)}, tokens, embedding) SELECT * FROM batch")
+            if self._holds():
+                self._hold(records, counts, vectors)
+            else:
+                self._insert_rows(records, counts, vectors)
             if self._lexical_pending is not None:
                 self._lexical_pending.extend(r.id for r in records)
                 self._lexical_wrote(records)
@@ -344,6 +347,19 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
                        active=np.array([r.status == "active" for r in records]))
         # Crossing the size policy's threshold moves the rows into the index kind it asks for.
         self.index = ann.fit(self.index, self.index_kind)
+
+    def _insert_rows(self, records: Sequence[MemoryRecord], counts: list[int], vectors: np.ndarray) -> None:
+        """Insert memory rows, their token counts and vectors in one Arrow statement."""
+        cols: dict[str, Any] = {}
+        for name, col, values in zip(MEM_COLS, SQL_COLS, zip(*map(MEMORIES.values, records), strict=True), strict=True):
+            arrow = (pa.timestamp("us") if name in TIMES else pa.list_(pa.string()) if name == "references"
+                     else pa.string() if name == "meta" else None)
+            cols[col] = pa.array(values, type=arrow) if arrow else list(values)
+        cols["tokens"] = pa.array(counts, pa.int32())
+        cols["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), self.dim)
+        batch = pa.table(cols)  # noqa: F841 - read by DuckDB's replacement scan below
+        with self._lock:
+            self.con.execute(f"INSERT INTO memories ({', '.join(SQL_COLS)}, tokens, embedding) SELECT * FROM batch")
 
     def insert_events(self, events: Iterable[Event]) -> None:
         """Append events in one Arrow statement."""
@@ -401,7 +417,7 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
         return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
 
     def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
-        return SQLStore.get_many(self, ids)
+        return self._held_or(ids, lambda rest: SQLStore.get_many(self, rest))
 
     def _fetch_all(self) -> dict[str, MemoryRecord]:
         return {r.id: r for r in self._records("TRUE", [], "id")}
@@ -427,6 +443,7 @@ class DuckDBStore(DeferredTouch, RecordCache, DuckDBLexical, DuckDBLoad, Parquet
     def _allowed(self, user: str, filters: dict[str, Any] | None) -> set[str] | None:
         if not filters or not any(v is not None for v in filters.values()):
             return None
+        self._flush_held()
         where, params = self._where(user, filters, active_only=True)
         return {r[0] for r in self.con.execute(f"SELECT id FROM memories WHERE {where}", params).fetchall()}
 

@@ -48,6 +48,7 @@ class DuckDBLexical:
                 self.lexical_syncs += 1
                 return
             docs_of.clear()
+            self._flush_held()  # the rows are read from the table (store.held)
             # Rows come back with their position, so postings need no id lookups.
             where = "" if pending is None else "WHERE id IN (SELECT id FROM todo)"
             todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
@@ -112,6 +113,17 @@ class DuckDBLexical:
                 todo = sorted(words)
             self._stems.update(self.con.execute("SELECT tok, stem(tok, 'porter') FROM (SELECT unnest(?::VARCHAR[]) "
                                                 "AS tok)", [todo]).fetchall())
+
+    def analyse_ahead(self, texts: Iterable[str]) -> None:
+        """Ask the porter stems of the ASCII words of `texts` (about to be written or searched) in one statement.
+
+        `remember_many` names a block's candidates and subjects here: each turn's write and search
+        then finds its words' stems kept, instead of asking DuckDB once a turn (~0.8 ms a statement).
+        """
+        words = {t for text in texts if text.isascii() for t in _ASCII_TOKEN.findall(text.lower())
+                 if t not in _STOPWORD_SET}
+        with self._lock:
+            self._stem_words(words)
 
     def _analyse(self, text: str) -> list[str]:
         """Return the distinct BM25 terms of `text` (fts's analysis: tokens, stopwords out, porter stems)."""

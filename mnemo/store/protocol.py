@@ -80,6 +80,14 @@ class Store(Protocol):
     def insert_memories(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
         """Insert memories and their vectors (one row of `vectors` per record, of dimension `dim`)."""
 
+    def hold_memories(self) -> AbstractContextManager[Any]:
+        """Return a context, opened inside a `transaction()`, whose `insert_memories` may be written at its end.
+
+        Every read and write of the store inside it sees the held memories as if inserted (the
+        same rows, in the same order, as one insert per call). DuckDB holds them in process and
+        inserts them in one statement (`store.held`); PostgreSQL writes each at once (one COPY).
+        """
+
     def insert_events(self, events: Iterable[Event]) -> None:
         """Append events."""
 
@@ -153,6 +161,9 @@ class Store(Protocol):
     def search_dense(self, qvec: np.ndarray, k: int, *, user: str,
                      filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Return the top-k active memories of `user` by cosine, best first."""
+
+    def analyse_ahead(self, texts: Iterable[str]) -> None:
+        """Prepare, in one go, the lexical analysis of texts about to be written or searched (a hint: may do nothing)."""
 
     def search_lexical(self, query: str, k: int, *, user: str,
                        filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:

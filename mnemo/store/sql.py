@@ -285,6 +285,13 @@ class SQLStore(StoredCounts):
             check_text(r.text, "memory text")
         return vectors
 
+    def analyse_ahead(self, texts: Iterable[str]) -> None:
+        """Do nothing: lexical analysis runs in SQL at write and search (DuckDB overrides this)."""
+
+    def hold_memories(self) -> Any:
+        """Return a no-op context: memories are written at once (DuckDB overrides this, see `store.held`)."""
+        return nullcontext()
+
     def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
                    successor: str | None = None) -> str:
         """Change one memory's status and return the old one (callers write the event in the same transaction)."""
