@@ -81,8 +81,11 @@ def test_a_failed_hold_writes_nothing(backend):
 
 
 @pytest.mark.duckdb_only
-def test_held_rows_are_the_holding_threads_alone(backend):
-    store = backend.open("s", embedder="test", dim=DIM)
+@pytest.mark.duckdb_only  # PostgreSQL holds nothing, and its reader is the store itself, serialised by its lock
+def test_held_rows_are_the_holding_threads_alone(tmp_path):
+    from conftest import Backend
+
+    store = Backend("duckdb", tmp_path).open("s", embedder="test", dim=DIM)
     r = rec("uncommitted")
     with store.transaction(), store.hold_memories():
         store.insert_memories([r], vecs(1))
@@ -90,7 +93,8 @@ def test_held_rows_are_the_holding_threads_alone(backend):
         reader = store.reader()
         t = threading.Thread(target=lambda: found.update(reader.get_many([r.id])))
         t.start()
-        t.join()
+        t.join(timeout=30)
+        assert not t.is_alive(), "a reader on another thread waited on the holding transaction"
         reader.close()
         assert found == {}
         assert store.get(r.id).text == "uncommitted"
