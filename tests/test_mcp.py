@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -260,6 +261,20 @@ def store_dir(request, tmp_path):
             con.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
+def _says(text: str, secret: str) -> bool:
+    """Return whether `text` says `secret` as a token of its own.
+
+    Not inside a longer run of hex or base64: B's own export holds its ids, hashes and base64
+    vectors, where "4711" or "P7" turns up by chance (a CI run failed on it once).
+    """
+    return re.search(rf"(?<![\w+/=]){re.escape(secret)}(?![\w+/=])", text) is not None
+
+
+def test_a_secret_is_found_as_a_token_and_not_inside_an_encoding():
+    assert _says("The user's locker code is 4711.", "4711") and _says('"value": "P7"', "P7")
+    assert not _says('"sha256": "9e4711ab"', "4711") and not _says('"embedding": "qP7+/w=="', "P7")
+
+
 @pytest.mark.slow
 def test_mcp_over_http_a_tenant_reaches_nothing_of_another_through_any_tool(store_dir, tmp_path):
     with HTTPServer(store_dir) as server:
@@ -270,7 +285,7 @@ def test_mcp_over_http_a_tenant_reaches_nothing_of_another_through_any_tool(stor
         for text in texts:
             # A refusal may echo the id B sent (history / forget by id), nothing else of A's.
             shown = text.replace(out["mid"], "").replace(out["gid"], "") if "NotFound" in text else text
-            assert not any(s in shown for s in secrets), (name, text)
+            assert not any(_says(shown, s) for s in secrets), (name, text)
     assert "NotFound" in out["seen"]["history"][0] and "NotFound" in out["seen"]["forget"][0]
     assert out["after"] == out["before"], "nothing B did changed A's memories"
     assert [e["action"] for e in out["story"]["events"]] == ["created"]
