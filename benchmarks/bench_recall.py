@@ -149,8 +149,9 @@ def profile_side(n: int, n_queries: int, top: int = 35) -> str:
     not see: the wait for it shows where the main thread blocks (the dense search or `result`).
     """
     import cProfile
-    import io
-    import pstats
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from profiling import report
 
     import mnemo
 
@@ -168,12 +169,8 @@ def profile_side(n: int, n_queries: int, top: int = 35) -> str:
         prof.disable()
         times.append(time.perf_counter() - t0)
     mem.close()
-    out = io.StringIO()
-    stats = pstats.Stats(prof, stream=out)
-    stats.sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(top)
     times.sort()
-    return f"n={n:,}: {len(questions)} recalls, p50 {times[len(times) // 2] * 1000:.2f} ms under cProfile\n" + out.getvalue()
+    return f"n={n:,}: {len(questions)} recalls, p50 {times[len(times) // 2] * 1000:.2f} ms under cProfile\n" + report(prof, top)
 
 
 def _digest(parts: list[str]) -> str:

@@ -97,11 +97,10 @@ def profile_recall(n: int, queries: int = 50, top: int = 30) -> dict:
     """Profile `Memory.recall` on a file store of `n` memories (real LoCoMo texts when MNEMO_DATA_DIR has
     them, hash vectors): print cProfile's top functions and return the p50 against the numpy floor."""
     import cProfile
-    import io
-    import pstats
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_open import QUESTIONS, texts
+    from profiling import report
 
     import mnemo
 
@@ -127,11 +126,7 @@ def profile_recall(n: int, queries: int = 50, top: int = 30) -> dict:
         np.argpartition(-scores, 9)[:10]
         floor.append(time.perf_counter() - t0)
     mem.close()
-    out = io.StringIO()
-    stats = pstats.Stats(prof, stream=out)
-    stats.sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(top)
-    print(out.getvalue())
+    print(report(prof, top))
     rec, flo = _percentiles(times), _percentiles(floor)
     return {"n": n, "queries": queries, "recall": rec, "floor": flo, "ratio_p50": rec["p50_ms"] / flo["p50_ms"]}
 

@@ -193,11 +193,12 @@ def profile_many(size: int, n_turns: int, top: int = 40) -> str:
     profile (a recall), so the profile is the turns' own cost.
     """
     import cProfile
-    import io
-    import pstats
     from datetime import datetime, timedelta, timezone
 
     import mnemo
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from profiling import report
 
     t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
     texts = turns(n_turns)
@@ -216,12 +217,8 @@ def profile_many(size: int, n_turns: int, top: int = 40) -> str:
     wall = time.perf_counter() - started
     stored = len(mem.memories("u"))
     mem.close()
-    out = io.StringIO()
-    stats = pstats.Stats(prof, stream=out)
-    stats.sort_stats("cumulative").print_stats(top)
-    stats.sort_stats("tottime").print_stats(top)
     return (f"remember_many of {len(texts)} turns beside {size:,} others: {len(texts) / wall:.1f} turns/s under "
-            f"cProfile, {stored} memories\n" + out.getvalue())
+            f"cProfile, {stored} memories\n" + report(prof, top))
 
 
 def main() -> None:
