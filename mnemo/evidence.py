@@ -218,12 +218,10 @@ def namesakes(question: str, memories: Sequence[MemoryRecord]) -> list[str]:
     """
     said = _words(question)
     out: list[str] = []
-    for m in memories:
-        if m.attribute not in ("name", "preferred_name") or not m.value or m.subject in (None, "user", "team"):
-            continue
-        name, entity = match.key(m.value) or "", match.key(m.subject) or ""
+    for name, entity in aliases(memories).items():
+        thing = _words(entity.rsplit("'s ", 1)[-1])
         by_name = bool({w for w in _words(name) if len(w) > 2} & said)
-        by_entity = bool(_words(entity.rsplit("'s ", 1)[-1])) and _words(entity.rsplit("'s ", 1)[-1]) <= said
+        by_entity = bool(thing) and thing <= said
         if by_name and not by_entity:
             out.append(entity)
         elif by_entity and not by_name:

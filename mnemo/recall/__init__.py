@@ -74,9 +74,9 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
     retriever with weight become candidates, and what is filed under another name of an
     entity the question names (`candidates.namesakes`; unfiltered, with vectors weighted).
     Their relevance is `ranking.relevance` (the time scope, and the hits' `follows`
-    neighbours when `context_weight` > 0), then the reranker's (`rerank.apply`). On "unknown" nothing is packed: every candidate is
-    traced as "abstain" and the message says "not in the record" (or,
-    when strong evidence was left out only by the budget, that nothing fits it).
+    neighbours when `context_weight` > 0), then the reranker's (`rerank.apply`). On "unknown"
+    nothing is packed: every candidate is traced as "abstain" and the message says "not in
+    the record" (or, when strong evidence was left out only by the budget, that nothing fits it).
     History shares the budget with the pack (`make_room`); touch runs once, on the pack.
     """
     if not isinstance(query, str):

@@ -20,7 +20,7 @@ from typing import Any
 
 from mnemo.config import WriteConfig
 from mnemo.eval import datasets
-from mnemo.extract import extract_offline, parsed_texts, read_ahead
+from mnemo.extract import AHEAD, extract_offline, parsed_texts, read_ahead
 
 _USER = re.compile(r"\bthe user(?='s\b|\b)", re.IGNORECASE)
 
@@ -44,9 +44,10 @@ def add_keys(writer: Any, conv: datasets.Conversation, times: Sequence[datetime]
              embed: Any) -> dict[str, str]:
     """Store the claim keys of every turn of `conv` (stored by `add_turns`, `dia_of`); return {key id: turn id}."""
     turn_of = {d: m for m, d in dia_of.items()}
-    read_ahead([s for t in conv.turns for s in parsed_texts(t.text, (), WriteConfig(), None)])
     key_of: dict[str, str] = {}
     for s, when in zip(conv.sessions, times, strict=True):
+        # A session's sentences parsed in one batch; the parser keeps the last few hundred, not a conversation's.
+        read_ahead([x for t in s.turns for x in parsed_texts(t.text, (), WriteConfig(), None)][:AHEAD])
         texts, metas = [], []
         for t in s.turns:
             for key in keys_of(t.text, t.speaker):
