@@ -35,7 +35,13 @@ def test_run_folds_with_claim_keys_ranks_turns_only(monkeypatch):
     require_data("locomo")
     stored: list[int] = []
     add = keys.add_keys
-    monkeypatch.setattr(keys, "add_keys", lambda *a, **kw: stored.append(len(r := add(*a, **kw))) or r)
+
+    def counted(*args, **kw):
+        key_of = add(*args, **kw)
+        stored.append(len(key_of))
+        return key_of
+
+    monkeypatch.setattr(keys, "add_keys", counted)
     res = folds.run_folds("locomo", ("bm25",), folds=2, limit=2, embedder="hash", claim_keys=True)
     assert res.params["claim_keys"] is True and len(stored) == 2 and all(n > 100 for n in stored)
     assert 0.0 < res.aggregates["bm25 | main"]["R@10"] <= 1.0
