@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/bench_write.py --table benchmarks/results/write.json
     .venv/bin/python benchmarks/bench_write.py --locomo remember_many,remember   # all of LoCoMo, both ways
     .venv/bin/python benchmarks/bench_write.py --profile-many 100000 --turns 300  # cProfile of remember_many
+    .venv/bin/python benchmarks/bench_write.py --store /dev/shm/m1.duckdb --turns 300 --before ../wt-before
 
 Turns: the user turns of the shared LoCoMo conversations when MNEMO_DATA_DIR holds them, else
 the project's own scenarios. Each side (this checkout, and with `--before` another checkout of
@@ -17,7 +18,8 @@ mnemo) runs in its own subprocess with the same turns, the same embedder and the
   what varies, not the user's own history), and turns / s over the run;
 * remember_many: the same turns in one `Memory.remember_many` call on a fresh store of the same
   size, right after `remember` in the same subprocess (turns / s, and the ratio to `remember`'s);
-* `--locomo`: every shared LoCoMo conversation ingested (wall time, memories stored).
+* `--locomo`: every shared LoCoMo conversation ingested (wall time, memories stored);
+* `--store FILE`: `remember_many` on a copy of an existing store (the 1M store), sides alternating.
 
 Ratios in the table are after / before, measured in the same invocation, one side after the
 other (not interleaved: each side loads its own parser).
@@ -91,6 +93,9 @@ for size in {sizes!r}:
         filler = [f"Filler memory number {{i}} about topic {{i % 97}}." for i in range(size)]
         for k in range(0, size, 5000):
             mem.add_many(filler[k:k + 5000], user="others")
+        # The fillers' BM25 postings are built by the first lexical search, as opening a saved store loads
+        # them: made here, not inside the first timed turn (since round 5 of #20; before, that turn paid it).
+        mem.recall("Where does Lisbon come in?", user="others")
     mem.remember("I live in Lisbon.", user="u", session="s", at=T0)
     times = []
     t = time.perf_counter()
@@ -110,12 +115,18 @@ for size in {sizes!r}:
     if size:
         for k in range(0, size, 5000):
             mem.add_many(filler[k:k + 5000], user="others")
+        mem.recall("Where does Lisbon come in?", user="others")
     mem.remember("I live in Lisbon.", user="u", session="s", at=T0)
     t = time.perf_counter()
     mem.remember_many([{{"text": x, "at": T0 + timedelta(minutes=i + 1)}} for i, x in enumerate(texts)],
                       user="u", session="s")
     total = time.perf_counter() - t
     out["remember"][str(size)].update(many_turns_per_s=len(texts) / total, many_memories=len(mem.memories("u")))
+    try:  # texts parsed by the parse worker (a second process) and here, so far in this process
+        from mnemo.extract.parse_worker import PARSED
+        out["remember"][str(size)]["many_parsed"] = dict(PARSED)
+    except ImportError:  # a checkout from before the parse worker
+        pass
     mem.close()
 print(json.dumps(out))
 """
@@ -146,6 +157,13 @@ def table(report: dict) -> str:
                          f"{a['many_turns_per_s']:.1f} | {a['turns_per_s']:.1f} | "
                          f"{a['many_turns_per_s'] / a['turns_per_s']:.2f}x |")
             lines.append(f"| memories stored (remember_many / remember) | {a['many_memories']} | {a['memories']} | - |")
+            if b and "many_turns_per_s" in b:
+                lines.append(f"| remember_many at {int(size):,} others, turns/s (after vs before) | "
+                             f"{a['many_turns_per_s']:.1f} | {b['many_turns_per_s']:.1f} | "
+                             f"{a['many_turns_per_s'] / b['many_turns_per_s']:.2f}x |")
+            if "many_parsed" in a:
+                lines.append(f"| texts parsed so far by the parse worker / here (after) | {a['many_parsed']['worker']} | "
+                             f"{a['many_parsed']['here']} | - |")
     return "\n".join(lines)
 
 
@@ -221,6 +239,59 @@ def profile_many(size: int, n_turns: int, top: int = 40) -> str:
             f"cProfile, {stored} memories\n" + report(prof, top))
 
 
+def on_store(root: str, store: Path, n_turns: int, rounds: int) -> dict:
+    """Run `remember_many` of `n_turns` turns for a new user on a copy of the `store` file, in a subprocess of `root`.
+
+    The copy (the DuckDB file and everything saved beside it: postings, index matrix, journal) is
+    made in the store's own folder before each run and removed after, so every run opens the same
+    store with its saved indexes. Each run: open, one `remember` (the user's first turn), then the
+    turns in one call, a minute apart. Returns each run's open seconds, turns / s and memories.
+    """
+    import shutil
+
+    code = f"""
+import json, sys, time
+from datetime import datetime, timedelta, timezone
+sys.path.insert(0, {root!r})
+import mnemo
+from mnemo.extract import extract_offline
+extract_offline("I live in Lisbon.")  # the parser's load is not the write's cost
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+texts = json.loads(sys.stdin.read())
+t = time.perf_counter()
+mem = mnemo.Memory.open(sys.argv[1])
+open_s = time.perf_counter() - t
+mem.remember("I live in Lisbon.", user="writer", session="s", at=T0)
+t = time.perf_counter()
+mem.remember_many([{{"text": x, "at": T0 + timedelta(minutes=i + 1)}} for i, x in enumerate(texts)],
+                  user="writer", session="s")
+wall = time.perf_counter() - t
+out = {{"root": {root!r}, "open_s": open_s, "turns": len(texts), "many_turns_per_s": len(texts) / wall,
+        "memories": len(mem.memories("writer")), "store_size": mem.store.stats().get("memories")}}
+try:
+    from mnemo.extract.parse_worker import PARSED
+    out["many_parsed"] = dict(PARSED)
+except ImportError:  # a checkout from before the parse worker
+    pass
+mem.close()
+print(json.dumps(out))
+"""
+    texts = turns(n_turns)
+    runs = []
+    for _ in range(rounds):
+        copy = store.with_name(f"copy-{os.getpid()}-{store.name}")
+        for f in store.parent.glob(store.name + "*"):
+            shutil.copyfile(f, copy.parent / (copy.name + f.name[len(store.name):]))
+        try:
+            done = subprocess.run([sys.executable, "-c", code, str(copy)], input=json.dumps(texts), capture_output=True,
+                                  text=True, env={**os.environ, "PYTHONPATH": root}, check=True)
+            runs.append({**json.loads(done.stdout.strip().splitlines()[-1]), "load": os.getloadavg()})
+        finally:
+            for f in copy.parent.glob(copy.name + "*"):
+                f.unlink()
+    return {"runs": runs}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", help="another mnemo checkout to measure side by side")
@@ -233,7 +304,22 @@ def main() -> None:
                                                  "(comma-separated, in this process) and exit")
     ap.add_argument("--profile-many", type=int, metavar="N",
                     help="print cProfile of one remember_many of --turns turns beside N others' memories and exit")
+    ap.add_argument("--store", type=Path, help="remember_many of --turns turns on a copy of this store file "
+                                               "(e.g. the 1M store of probe_open_1m.py build), both sides "
+                                               "alternating --rounds times, and exit")
+    ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
+    if args.store:
+        report = {"store": str(args.store), "turns": args.turns, "load_before": os.getloadavg(), "runs": []}
+        for _ in range(args.rounds):
+            for root in [str(ROOT), *([str(Path(args.before).resolve())] if args.before else [])]:
+                report["runs"] += on_store(root, args.store, args.turns, 1)["runs"]
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=2))
+        for r in report["runs"]:
+            print(f"{r['root']}: open {r['open_s']:.1f} s, remember_many {r['many_turns_per_s']:.1f} turns/s, "
+                  f"{r['memories']} memories, parsed {r.get('many_parsed', '-')}, load {r['load'][0]:.1f}")
+        return
     if args.profile_many is not None:
         print(profile_many(args.profile_many, args.turns))
         return

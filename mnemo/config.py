@@ -30,6 +30,7 @@ class WriteConfig:
     context_turns: int = 3  # recent turns of the session used to resolve "save this"
     max_candidates: int = 64  # candidates kept per turn (most important first); the rest are reported as ignored
     max_sentences: int = 256  # sentences of one turn the parser reads; the rest are reported as unread
+    parse_worker: bool = True  # remember_many parses its next block in a second process (2+ cores; extract.parse_worker)
 
 
 @dataclass(frozen=True)

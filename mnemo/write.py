@@ -12,7 +12,7 @@ import numpy as np
 from .config import Config
 from .decay import ttl_for
 from .errors import InvalidInput
-from .extract import AHEAD, extract, parsed_texts, read_ahead
+from .extract import AHEAD, extract, parse_later, parsed_texts, read_ahead
 from .model import Action, Candidate, Event, Forgetting, Link, MemoryRecord, Supersession, Turn, WriteReport
 from .reconcile import plan_writes
 from .store import Store, new_id
@@ -155,8 +155,16 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
     held: tuple[list[Event], list[Link]] = ([], [])
     # Memories too: each turn's are held (`store.hold_memories`) and written in as few statements as reads allow.
     with store.transaction(), store.hold_memories():
-        for block, to_parse in _blocks(turns, contexts, cfg, llm.offline):
-            read_ahead(to_parse)
+        blocks = _blocks(turns, contexts, cfg, llm.offline)
+        # With a worker, the next block is parsed in another process while this one is read and written.
+        later = cfg.write.parse_worker and len(blocks) > 1
+        ahead = None
+        for i, (block, to_parse) in enumerate(blocks):
+            if ahead is not None:
+                ahead.wait()
+            else:
+                read_ahead(to_parse)
+            ahead = parse_later(blocks[i + 1][1]) if later and i + 1 < len(blocks) else None
             found = [cap(extract(llm, t, contexts[k], cfg.write), cfg.write.max_candidates) for k, t in block]
             texts = [c.text for kept, _ in found for c in kept]
             vecs = embedder.embed(texts) if texts else np.zeros((0, store.dim), np.float32)

@@ -5,15 +5,17 @@
 
 The offline extractor reads sentences through spaCy's English dependency parser (`parser`, the
 only module importing spaCy) and builds one claim per clause from the parse (`clauses`, `claims`),
-with the turn-level reading of speakers, commands and notes in `turns`. The live extractor asks the
+with the turn-level reading of speakers, commands and notes in `turns`; a long write parses
+ahead in a second process (`parse_worker`). The live extractor asks the
 model for the same claim schema (`live`). Word lists that remain are data in `words/`.
 """
 
 from ..normalise import sentences
 from .claims import EXTRACTOR
 from .live import EXTRACT_SCHEMA, extract
+from .parse_worker import parse_later
 from .parser import ParserUnavailable, parser_name
 from .turns import AHEAD, extract_offline, parsed_texts, read_ahead, read_turn
 
-__all__ = ["AHEAD", "EXTRACT_SCHEMA", "EXTRACTOR", "ParserUnavailable", "extract", "extract_offline", "parser_name",
-           "parsed_texts", "read_ahead", "read_turn", "sentences"]
+__all__ = ["AHEAD", "EXTRACT_SCHEMA", "EXTRACTOR", "ParserUnavailable", "extract", "extract_offline", "parse_later",
+           "parser_name", "parsed_texts", "read_ahead", "read_turn", "sentences"]

@@ -128,3 +128,36 @@ def parse(texts: Iterable[str]) -> list[Any]:
 def parse_one(text: str) -> Any:
     """Return the parsed spaCy Doc of one text."""
     return parse([text])[0]
+
+
+# What a parse is read for, carried between processes (DocBin): everything the extractor and the
+# question reader read, and no tensors (nothing reads a token's vector).
+WIRE_ATTRS = ("ORTH", "NORM", "LEMMA", "TAG", "POS", "MORPH", "HEAD", "DEP", "ENT_IOB", "ENT_TYPE",
+              "SENT_START", "SPACY")
+
+
+def parse_to_wire(texts: list[str]) -> bytes:
+    """Return the parses of `texts` serialised (spaCy's DocBin), for another process to `keep`."""
+    from spacy.tokens import DocBin
+
+    docs = DocBin(attrs=list(WIRE_ATTRS), store_user_data=False)
+    for doc in _nlp().pipe(texts, batch_size=BATCH):
+        docs.add(doc)
+    return docs.to_bytes()
+
+
+def keep(texts: list[str], wire: bytes) -> None:
+    """Keep the parses `parse_to_wire(texts)` returned, as `parse` keeps its own; texts kept already stay."""
+    from spacy.tokens import DocBin
+
+    nlp = _nlp()
+    with _LOCK:
+        docs = list(DocBin().from_bytes(wire).get_docs(nlp.vocab))
+        if len(docs) != len(texts) or any(d.text != t for d, t in zip(docs, texts, strict=True)):
+            raise ValueError("the parses do not match the texts they were asked for")
+        for text, doc in zip(texts, docs, strict=True):
+            if text not in _RECENT:
+                _RECENT[text] = doc
+            _RECENT.move_to_end(text)
+        while len(_RECENT) > RECENT_SIZE:
+            _RECENT.popitem(last=False)
