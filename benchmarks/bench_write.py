@@ -239,13 +239,15 @@ def profile_many(size: int, n_turns: int, top: int = 40) -> str:
             f"cProfile, {stored} memories\n" + report(prof, top))
 
 
-def on_store(root: str, store: Path, n_turns: int, rounds: int) -> dict:
+def on_store(root: str, store: Path, n_turns: int, rounds: int, warm: bool = False) -> dict:
     """Run `remember_many` of `n_turns` turns for a new user on a copy of the `store` file, in a subprocess of `root`.
 
     The copy (the DuckDB file and everything saved beside it: postings, index matrix, journal) is
     made in the store's own folder before each run and removed after, so every run opens the same
     store with its saved indexes. Each run: open, one `remember` (the user's first turn), then the
     turns in one call, a minute apart. Returns each run's open seconds, turns / s and memories.
+    With `warm`, a checkout with a parse worker starts it and waits until it is ready before the clock
+    starts (a process that has written before); otherwise the worker starts inside the timed call.
     """
     import shutil
 
@@ -262,11 +264,19 @@ t = time.perf_counter()
 mem = mnemo.Memory.open(sys.argv[1])
 open_s = time.perf_counter() - t
 mem.remember("I live in Lisbon.", user="writer", session="s", at=T0)
+if {warm!r}:
+    try:
+        from mnemo.extract.parse_worker import start_parse_worker
+        w = start_parse_worker()
+        while w is not None and not w.ready and w.failed is None:
+            time.sleep(0.05)
+    except ImportError:  # a checkout from before the parse worker
+        pass
 t = time.perf_counter()
 mem.remember_many([{{"text": x, "at": T0 + timedelta(minutes=i + 1)}} for i, x in enumerate(texts)],
                   user="writer", session="s")
 wall = time.perf_counter() - t
-out = {{"root": {root!r}, "open_s": open_s, "turns": len(texts), "many_turns_per_s": len(texts) / wall,
+out = {{"root": {root!r}, "warm": {warm!r}, "open_s": open_s, "turns": len(texts), "many_turns_per_s": len(texts) / wall,
         "memories": len(mem.memories("writer")), "store_size": mem.store.stats().get("memories")}}
 try:
     from mnemo.extract.parse_worker import PARSED
@@ -308,16 +318,18 @@ def main() -> None:
                                                "(e.g. the 1M store of probe_open_1m.py build), both sides "
                                                "alternating --rounds times, and exit")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warm-worker", action="store_true", help="with --store: the parse worker is started and "
+                                                               "ready before the timed call")
     args = ap.parse_args()
     if args.store:
         report = {"store": str(args.store), "turns": args.turns, "load_before": os.getloadavg(), "runs": []}
         for _ in range(args.rounds):
             for root in [str(ROOT), *([str(Path(args.before).resolve())] if args.before else [])]:
-                report["runs"] += on_store(root, args.store, args.turns, 1)["runs"]
+                report["runs"] += on_store(root, args.store, args.turns, 1, args.warm_worker)["runs"]
         if args.out:
             args.out.write_text(json.dumps(report, indent=2))
         for r in report["runs"]:
-            print(f"{r['root']}: open {r['open_s']:.1f} s, remember_many {r['many_turns_per_s']:.1f} turns/s, "
+            print(f"{r['root']}{' (worker warm)' if r.get('warm') else ''}: open {r['open_s']:.1f} s, remember_many {r['many_turns_per_s']:.1f} turns/s, "
                   f"{r['memories']} memories, parsed {r.get('many_parsed', '-')}, load {r['load'][0]:.1f}")
         return
     if args.profile_many is not None:

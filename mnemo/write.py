@@ -12,7 +12,7 @@ import numpy as np
 from .config import Config
 from .decay import ttl_for
 from .errors import InvalidInput
-from .extract import AHEAD, extract, parse_later, parsed_texts, read_ahead
+from .extract import AHEAD, extract, parse_later, parsed_texts, read_ahead, start_parse_worker
 from .model import Action, Candidate, Event, Forgetting, Link, MemoryRecord, Supersession, Turn, WriteReport
 from .reconcile import plan_writes
 from .store import Store, new_id
@@ -148,6 +148,10 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
     supersedes a fact of the third), and all the memories are written in one transaction.
     """
     contexts = _contexts(store, turns, cfg.write.context_turns + 1)
+    blocks = _blocks(turns, contexts, cfg, llm.offline)
+    # With a worker, each next block is parsed in another process while this one is read and written;
+    # asked for now, so that a worker that must still load its parser loads while the turns are recorded.
+    later = cfg.write.parse_worker and len(blocks) > 1 and start_parse_worker() is not None
     with store.transaction():
         store.insert_turns(turns)
     reports: list[WriteReport] = []
@@ -155,9 +159,6 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
     held: tuple[list[Event], list[Link]] = ([], [])
     # Memories too: each turn's are held (`store.hold_memories`) and written in as few statements as reads allow.
     with store.transaction(), store.hold_memories():
-        blocks = _blocks(turns, contexts, cfg, llm.offline)
-        # With a worker, the next block is parsed in another process while this one is read and written.
-        later = cfg.write.parse_worker and len(blocks) > 1
         ahead = None
         for i, (block, to_parse) in enumerate(blocks):
             if ahead is not None:

@@ -39,7 +39,7 @@ def fresh(monkeypatch):
     """A worker of this test's own, ready; the module's worker state is put back afterwards."""
     monkeypatch.setattr(pw, "_WORKER", None)
     monkeypatch.setattr(pw, "RESTARTS", 3)
-    w = pw.worker()
+    w = pw.start_parse_worker()
     if w is None:
         pytest.skip("one core: no parse worker is started")
     deadline = time.monotonic() + 120
@@ -61,6 +61,16 @@ def test_the_wire_carries_every_attribute_the_reader_reads():
     forget_parses(TEXTS)
     keep(TEXTS, parse_to_wire(TEXTS))
     assert [tokens(d) for d in parse(TEXTS)] == here
+
+
+def test_odd_texts_cross_the_wire_as_they_are():
+    odd = ["  leading and trailing  ", "emoji \U0001f389 party\u00a0nbsp", "tab\tand\nnewline", "", " ", "null\x00byte",
+           "ZWJ \U0001f469\u200d\U0001f469\u200d\U0001f467 family", "long " * 800, "\u00dcn\u00efc\u00f6d\u00e9 caf\u00e9",
+           "\u200b zero width"]
+    here = [tokens(d) for d in parse(odd)]
+    forget_parses(odd)
+    keep(odd, parse_to_wire(odd))  # raises if a text came back otherwise
+    assert [tokens(d) for d in parse(odd)] == here
 
 
 def test_kept_parses_must_be_the_texts_asked_for():
@@ -99,7 +109,7 @@ def test_a_killed_worker_costs_a_parse_here_and_a_new_worker_is_started(fresh, c
     while fresh.failed is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "exited" in fresh.failed
-    again = pw.worker()
+    again = pw.start_parse_worker()
     assert again is not None and again is not fresh and pw.RESTARTS == 2
     again.close()
 
@@ -116,21 +126,21 @@ def test_a_worker_error_is_answered_and_parsed_here(fresh, caplog):
 def test_a_worker_with_another_parser_is_refused(monkeypatch):
     monkeypatch.setattr(pw, "_WORKER", None)
     monkeypatch.setattr(pw, "parser_name", lambda: "spacy-0/another-model")
-    w = pw.worker()
+    w = pw.start_parse_worker()
     if w is None:
         pytest.skip("one core: no parse worker is started")
     deadline = time.monotonic() + 120
     while w.failed is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "not spacy-0/another-model" in w.failed
-    assert pw.worker() is None  # and parsing stays here
+    assert pw.start_parse_worker() is None  # and parsing stays here
     assert sum(pw.parse_later(TEXTS).wait().values()) == len(TEXTS)
 
 
 def test_one_core_parses_here(monkeypatch):
     monkeypatch.setattr(pw, "_WORKER", None)
     monkeypatch.setattr(pw, "cores", lambda: 1)
-    assert pw.worker() is None
+    assert pw.start_parse_worker() is None
     assert pw.parse_later(TEXTS).wait() == {"worker": 0, "here": len(TEXTS)}
 
 
@@ -165,7 +175,7 @@ def test_the_worker_ends_with_a_killed_process(tmp_path):
     script = tmp_path / "killed.py"
     script.write_text("import os, time\n"
                       "import mnemo.extract.parse_worker as pw\n"
-                      "w = pw.worker()\n"
+                      "w = pw.start_parse_worker()\n"
                       "while not w.ready: time.sleep(0.05)\n"
                       "print(w.proc.pid, flush=True)\n"
                       "pw.parse_later([f'I live in Lisbon, flat {i}.' for i in range(3000)])\n"
@@ -196,8 +206,8 @@ def test_no_process_to_start_means_parsing_here(monkeypatch, caplog):
     monkeypatch.setattr(pw, "RESTARTS", 3)
     monkeypatch.setattr(pw.subprocess, "Popen", refuse)
     monkeypatch.setattr(pw, "cores", lambda: 2)
-    assert pw.worker() is None and "no parse worker" in caplog.text
-    assert pw.worker() is None  # not tried again
+    assert pw.start_parse_worker() is None and "no parse worker" in caplog.text
+    assert pw.start_parse_worker() is None  # not tried again
     assert pw.parse_later(TEXTS).wait() == {"worker": 0, "here": len(TEXTS)}
 
 

@@ -13,9 +13,10 @@ model for the same claim schema (`live`). Word lists that remain are data in `wo
 from ..normalise import sentences
 from .claims import EXTRACTOR
 from .live import EXTRACT_SCHEMA, extract
-from .parse_worker import parse_later
+from .parse_worker import parse_later, start_parse_worker
 from .parser import ParserUnavailable, parser_name
 from .turns import AHEAD, extract_offline, parsed_texts, read_ahead, read_turn
 
 __all__ = ["AHEAD", "EXTRACT_SCHEMA", "EXTRACTOR", "ParserUnavailable", "extract", "extract_offline", "parse_later",
-           "parser_name", "parsed_texts", "read_ahead", "read_turn", "sentences"]
+           "parser_name", "parsed_texts", "read_ahead", "read_turn", "sentences",
+           "start_parse_worker"]

@@ -166,7 +166,7 @@ _WORKER: ParseWorker | None = None
 _STARTED = threading.Lock()
 
 
-def worker() -> ParseWorker | None:
+def start_parse_worker() -> ParseWorker | None:
     """Return this process's parse worker, started on first use; None on one core or when none can run."""
     global _WORKER, RESTARTS
     with _STARTED:
@@ -238,7 +238,7 @@ class Later:
 def parse_later(texts: list[str]) -> Later:
     """Queue `texts` for the worker when there is one; `wait()` on the result before reading them."""
     texts = list(dict.fromkeys(texts))
-    source = worker() if texts else None
+    source = start_parse_worker() if texts else None
     chunks = [texts[k:k + CHUNK] for k in range(0, len(texts), CHUNK)]
     if source is None:
         return Later([(c, Future()) for c in chunks], None)
