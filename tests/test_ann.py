@@ -293,3 +293,50 @@ def test_hamming_sums_every_words_popcount():
         words = np.ascontiguousarray(codes.T)  # word-major, as the index keeps them
         assert np.array_equal(hamming(words, qc), np.bitwise_count(codes ^ qc).sum(axis=1, dtype=np.int32))
         assert hamming(words, qc).dtype == np.int32
+
+
+@pytest.mark.parametrize("kind", ["exact", "ivf", "binary"])
+def test_a_users_kept_rows_mark_what_a_pass_over_every_row_marks(kind):
+    """`UserRows` against `row_mask` without it, through appends of mixed users, tombstones and IVF regrouping."""
+    from mnemo.store.index import row_mask
+
+    rng = np.random.default_rng(5)
+    vecs = clustered(5000, seed=5)
+    index = ann.empty(kind, DIM)
+    if kind == "ivf":
+        index.TAIL_MIN = 300  # appends fold into the lists: every fold permutes the rows
+    users = [f"u{k}" for k in rng.choice(7, len(vecs), p=[0.55, 0.2, 0.1, 0.08, 0.05, 0.019, 0.001])]
+    builds = getattr(index, "builds", 0)
+    for start in range(0, len(vecs), 400):
+        stop = min(start + 400, len(vecs))
+        index.add([f"m{i}" for i in range(start, stop)], users[start:stop], vecs[start:stop])
+        index.set_active([f"m{i}" for i in rng.choice(stop, 40, replace=False)], False)
+        index.set_active([f"m{i}" for i in rng.choice(stop, 20, replace=False)], True)
+        for user in ("u0", "u5", "u6", "nobody"):
+            for allowed in (None, {f"m{i}" for i in rng.choice(stop, 300, replace=False)}):
+                args = (index.size, index._active, index._user, index._users, index._row, user, allowed)
+                kept, passed = row_mask(*args, index._by_user), row_mask(*args)
+                assert (kept is None) == (passed is None)
+                if kept is not None:
+                    assert np.array_equal(kept, passed), (start, user)
+        q = vecs[rng.integers(stop)]
+        exact = VectorIndex(DIM)
+        exact.add(index._ids[:index.size], [users[int(m[1:])] for m in index._ids[:index.size]],
+                  index._vecs[:index.size], index._active[:index.size])
+        assert index.search(q, 5, user="u6") == exact.search(q, 5, user="u6")  # few rows: searched exactly
+    if kind == "ivf":
+        assert index.builds > builds + 3  # the rows were regrouped along the way
+
+
+def test_the_lexical_index_keeps_each_users_rows_too():
+    from mnemo.store.lexical import LexicalIndex
+
+    index = LexicalIndex()
+    for start, user in ((0, "a"), (3, "b"), (6, "a")):
+        ids = [f"d{i}" for i in range(start, start + 3)]
+        index.add(ids, [user] * 3, np.ones(3, bool), np.arange(3), ["word"], np.zeros(3, np.int64), np.ones(3))
+    assert {m for m, _ in index.search(["word"], 10, user="a")} == {"d0", "d1", "d2", "d6", "d7", "d8"}
+    index.set_active(["d7"], False)
+    assert {m for m, _ in index.search(["word"], 10, user="a")} == {"d0", "d1", "d2", "d6", "d8"}
+    assert {m for m, _ in index.search(["word"], 10, user="b")} == {"d3", "d4", "d5"}
+    assert index.search(["word"], 10, user="nobody") == []

@@ -366,6 +366,7 @@ class IvfIndex(_Approximate):
             self._vecs[:n] = self._vecs[order]
             self._active[:n] = self._active[order]
             self._user[:n] = self._user[order]
+            self._by_user.reset()
             self._ids = [self._ids[i] for i in order]
             self._row = {mid: r for r, mid in enumerate(self._ids)}
             self._offsets = np.searchsorted(lists[order], np.arange(len(self._cent) + 1)).astype(np.int64)

@@ -7,6 +7,7 @@ force. The store keeps it in sync on every write (append, status change).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,6 +27,7 @@ class VectorIndex:
         self._ids: list[str] = []
         self._row: dict[str, int] = {}
         self._users: dict[str, int] = {}
+        self._by_user = UserRows()
         self.size = 0
 
     def __len__(self) -> int:
@@ -112,6 +114,7 @@ class VectorIndex:
         self._user[:n] = np.fromiter((code[u] for u in users), dtype=np.int32, count=n)[order]
         self._active[:n] = np.asarray(active, dtype=bool)[order]
         self._row = {mid: r for r, mid in enumerate(self._ids)}
+        self._by_user.reset()
         self.size = n
 
     def _place(self, rows: slice | np.ndarray, vecs: np.ndarray) -> None:
@@ -141,7 +144,7 @@ class VectorIndex:
     def _mask(self, user: str | None, allowed: set[str] | None) -> np.ndarray | None:
         """Return the boolean mask of rows a search may return (active, of `user`, in `allowed`), or None."""
         # Read once: a concurrent append may grow the size while the mask is built.
-        return row_mask(self.size, self._active, self._user, self._users, self._row, user, allowed)
+        return row_mask(self.size, self._active, self._user, self._users, self._row, user, allowed, self._by_user)
 
     def search(
         self, query: np.ndarray, k: int, *, user: str | None = None, allowed: set[str] | None = None
@@ -172,17 +175,62 @@ class VectorIndex:
         return [(self._ids[rows[t]], float(scores[t])) for t in top]
 
 
+class UserRows:
+    """Each user's rows among an index's first n, kept as rows are appended.
+
+    A search for one user then marks that user's rows, not a pass over every row: at 1M rows of
+    10 users, building a small user's mask took 0.35 ms a search, the most of a write's neighbour
+    search (#20). Rows are appended with their user set before the index's size grows, and a row's
+    user never changes except when an index rewrites its rows (loading, IVF regrouping): those
+    call `reset`, and the next read starts again from row 0.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._upto = 0
+        self._rows: dict[int, np.ndarray] = {}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._upto, self._rows = 0, {}
+
+    def of(self, code: int, user_of: np.ndarray, n: int) -> np.ndarray:
+        """Return the rows below `n` whose user code is `code`, ascending."""
+        with self._lock:
+            if n > self._upto:
+                new = user_of[self._upto:n]
+                for c in np.unique(new).tolist():
+                    found = np.flatnonzero(new == c) + self._upto
+                    old = self._rows.get(c)
+                    self._rows[c] = found if old is None else np.concatenate([old, found])
+                self._upto = n
+            rows = self._rows.get(code)
+        if rows is None:
+            return np.zeros(0, dtype=np.int64)
+        # A search that read the size before a concurrent append sees only the rows it counted.
+        return rows[: np.searchsorted(rows, n)] if rows.size and rows[-1] >= n else rows
+
+
 def row_mask(n: int, active: np.ndarray, user_of: np.ndarray, codes: dict[str, int], row_of: dict[str, int],
-             user: str | None, allowed: set[str] | None) -> np.ndarray | None:
+             user: str | None, allowed: set[str] | None, by_user: UserRows | None = None) -> np.ndarray | None:
     """Return the mask of the first `n` rows a search may return: active, of `user` (by its code in `codes`)
     and, with `allowed`, among those ids (`row_of` maps id -> row); None when `user` has no row at all.
+    With `by_user` (the index's `UserRows`), the user's rows are marked instead of compared row by row.
     Shared by the vector indexes and `lexical.LexicalIndex`, which keep rows the same way."""
-    mask = active[:n].copy()
-    if user is not None:
+    if user is not None and by_user is not None:
         code = codes.get(user)
         if code is None:
             return None
-        mask &= user_of[:n] == code
+        rows = by_user.of(code, user_of, n)
+        mask = np.zeros(n, dtype=bool)  # untouched pages stay unallocated: a small user costs its rows
+        mask[rows[active[rows]]] = True
+    else:
+        mask = active[:n].copy()
+        if user is not None:
+            code = codes.get(user)
+            if code is None:
+                return None
+            mask &= user_of[:n] == code
     if allowed is not None:
         rows = np.fromiter((r for i in allowed if (r := row_of.get(i)) is not None and r < n), dtype=np.int64)
         keep = np.zeros(n, dtype=bool)

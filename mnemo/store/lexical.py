@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .index import row_mask
+from .index import UserRows, row_mask
 
 K1 = 1.2
 B = 0.75
@@ -42,6 +42,7 @@ class LexicalIndex:
         self._row: dict[str, int] = {}
         self._users: dict[str, int] = {}
         self._user = np.zeros(0, dtype=np.int32)
+        self._by_user = UserRows()
         self._active = np.zeros(0, dtype=bool)
         self._len = np.zeros(0, dtype=np.float64)
         self._vocab: dict[str, int] = {}
@@ -122,7 +123,7 @@ class LexicalIndex:
         n = self.size  # read once: rows appended during the search are not ranked by it
         if k <= 0 or n == 0:
             return []
-        mask = row_mask(n, self._active, self._user, self._users, self._row, user, allowed)
+        mask = row_mask(n, self._active, self._user, self._users, self._row, user, allowed, self._by_user)
         if mask is None:
             return []
         avgdl = self._total_len / n if self._total_len else 1.0
