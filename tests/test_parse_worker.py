@@ -239,3 +239,32 @@ def test_what_the_worker_prints_does_not_reach_its_frames(tmp_path):
         err = proc.stderr.read()
         proc.wait(timeout=30)
     assert b"a library says hello" in err and b"and so does C code" in err
+
+
+def test_threads_sharing_the_worker_each_get_their_own_parses(fresh, monkeypatch):
+    """A server's threads write at once: each waits for its own chunks, whoever parsed them."""
+    import threading
+
+    monkeypatch.setattr(pw, "CHUNK", 3)
+    batches = [[f"{t} (thread {k}, {j})" for j in range(4) for t in TEXTS] for k in range(4)]
+    here = {t: tokens(d) for batch in batches for t, d in zip(batch, parse(batch), strict=True)}
+    for batch in batches:
+        forget_parses(batch)
+    errors: list[BaseException] = []
+
+    def write(batch):
+        try:
+            later = pw.parse_later(batch)
+            time.sleep(0.05)
+            later.wait()
+            assert [tokens(d) for d in parse(batch)] == [here[t] for t in batch]
+        except BaseException as exc:  # handed to the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(b,)) for b in batches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[0]
+    assert fresh.failed is None
