@@ -151,7 +151,8 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
     blocks = _blocks(turns, contexts, cfg, llm.offline)
     # With a worker, each next block is parsed in another process while this one is read and written;
     # asked for now, so that a worker that must still load its parser loads while the turns are recorded.
-    later = cfg.write.parse_worker and len(blocks) > 1 and start_parse_worker() is not None
+    # (A model, not the parser, extracts when not offline: then there is nothing to parse.)
+    later = llm.offline and cfg.write.parse_worker and len(blocks) > 1 and start_parse_worker() is not None
     with store.transaction():
         store.insert_turns(turns)
     reports: list[WriteReport] = []
