@@ -549,3 +549,22 @@ def test_a_question_asks_the_attribute_of_what_its_preposition_names(question, s
     from mnemo.extract.questions import ask
     q = ask(question)
     assert (q.subject, q.slot) == (subject, slot)
+
+
+@pytest.mark.parametrize("text, person, said", [
+    ("Thanks, Maria. It's a tough issue, but we've gotta do what we can.", "maria", "tough issue"),
+    ("I bought a bike from Tom. It has a carbon frame.", "tom", "carbon frame"),
+    ("Hey John, I've been doing charity work and it's been really rewarding.", "john", "rewarding"),
+])
+def test_it_never_stands_for_someone_known_to_be_a_person(text, person, said):
+    """"it" resolves to the newest thing; with none named, it stays "it", never the person just named."""
+    claims = [c for c in extract_offline(text) if said in c.text]
+    assert claims and all(c.subject != person and not c.text.lower().startswith(person) for c in claims), \
+        [(c.subject, c.text) for c in claims]
+
+
+@pytest.mark.parametrize("name", ["Kwame", "Zorblax"])  # one the entity tagger knows as a person, one it may not
+def test_he_or_she_still_stands_for_the_name_just_said(name):
+    claims = extract_offline(f"{name} called me. She got the job.")
+    assert any(c.subject == name.lower() and c.text == f"{name} got the job." for c in claims), \
+        [(c.subject, c.text) for c in claims]

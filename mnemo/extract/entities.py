@@ -66,12 +66,16 @@ class Mentions:
             self.seen = [e for e in self.seen if e.key != entity.key] + [entity]
 
     def resolve(self, pronoun: str) -> Entity | None:
-        """Return the newest entity of the pronoun's kind (person / thing), else the newest of any kind."""
+        """Return the newest entity of the pronoun's kind (person / thing); for he / she, else the newest of any.
+
+        An entity not known to be a person may still be one (a name the tagger left untyped), so he / she
+        fall back to it; an entity known to be a person is never what "it" stands for.
+        """
         want = THIRD.get(pronoun.lower())
         for e in reversed(self.seen):
             if want == "any" or (want == "person") == e.person:
                 return e
-        return self.seen[-1] if self.seen else None
+        return self.seen[-1] if self.seen and want == "person" else None
 
 
 def span_text(tokens: list[Token]) -> str:
