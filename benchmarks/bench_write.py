@@ -239,13 +239,13 @@ def profile_many(size: int, n_turns: int, top: int = 40) -> str:
             f"cProfile, {stored} memories\n" + report(prof, top))
 
 
-def on_store(root: str, store: Path, n_turns: int, rounds: int, warm: bool = False) -> dict:
+def on_store(root: str, store: Path, n_turns: int, warm: bool = False) -> dict:
     """Run `remember_many` of `n_turns` turns for a new user on a copy of the `store` file, in a subprocess of `root`.
 
     The copy (the DuckDB file and everything saved beside it: postings, index matrix, journal) is
     made in the store's own folder before each run and removed after, so every run opens the same
     store with its saved indexes. Each run: open, one `remember` (the user's first turn), then the
-    turns in one call, a minute apart. Returns each run's open seconds, turns / s and memories.
+    turns in one call, a minute apart. Returns the run's open seconds, turns / s and memories.
     With `warm`, a checkout with a parse worker starts it and waits until it is ready before the clock
     starts (a process that has written before); otherwise the worker starts inside the timed call.
     """
@@ -286,20 +286,16 @@ except ImportError:  # a checkout from before the parse worker
 mem.close()
 print(json.dumps(out))
 """
-    texts = turns(n_turns)
-    runs = []
-    for _ in range(rounds):
-        copy = store.with_name(f"copy-{os.getpid()}-{store.name}")
-        for f in store.parent.glob(store.name + "*"):
-            shutil.copyfile(f, copy.parent / (copy.name + f.name[len(store.name):]))
-        try:
-            done = subprocess.run([sys.executable, "-c", code, str(copy)], input=json.dumps(texts), capture_output=True,
-                                  text=True, env={**os.environ, "PYTHONPATH": root}, check=True)
-            runs.append({**json.loads(done.stdout.strip().splitlines()[-1]), "load": os.getloadavg()})
-        finally:
-            for f in copy.parent.glob(copy.name + "*"):
-                f.unlink()
-    return {"runs": runs}
+    copy = store.with_name(f"copy-{os.getpid()}-{store.name}")
+    for f in store.parent.glob(store.name + "*"):
+        shutil.copyfile(f, copy.parent / (copy.name + f.name[len(store.name):]))
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(copy)], input=json.dumps(turns(n_turns)),
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root}, check=True)
+        return {**json.loads(done.stdout.strip().splitlines()[-1]), "load": os.getloadavg()}
+    finally:
+        for f in copy.parent.glob(copy.name + "*"):
+            f.unlink()
 
 
 def main() -> None:
@@ -325,7 +321,7 @@ def main() -> None:
         report = {"store": str(args.store), "turns": args.turns, "load_before": os.getloadavg(), "runs": []}
         for _ in range(args.rounds):
             for root in [str(ROOT), *([str(Path(args.before).resolve())] if args.before else [])]:
-                report["runs"] += on_store(root, args.store, args.turns, 1, args.warm_worker)["runs"]
+                report["runs"].append(on_store(root, args.store, args.turns, args.warm_worker))
         if args.out:
             args.out.write_text(json.dumps(report, indent=2))
         for r in report["runs"]:

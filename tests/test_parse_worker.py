@@ -204,6 +204,7 @@ def test_no_process_to_start_means_parsing_here(monkeypatch, caplog):
 
     monkeypatch.setattr(pw, "_WORKER", None)
     monkeypatch.setattr(pw, "RESTARTS", 3)
+    monkeypatch.setattr(pw, "_UNAVAILABLE", None)
     monkeypatch.setattr(pw.subprocess, "Popen", refuse)
     monkeypatch.setattr(pw, "cores", lambda: 2)
     assert pw.start_parse_worker() is None and "no parse worker" in caplog.text

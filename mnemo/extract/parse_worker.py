@@ -43,6 +43,7 @@ _HEADER = struct.Struct(">I")
 CHUNK = 16  # texts a request carries: ~50 ms of parsing, so little is left to wait for when the caller comes
 WAIT_S = 60.0  # a chunk not back from the worker by then is parsed here
 RESTARTS = 3  # workers started after one died, per process, before parsing stays here
+_UNAVAILABLE: str | None = None  # why no worker can be started in this process, once that is known
 PARSED = {"worker": 0, "here": 0}  # texts parse_later has had parsed in each place, in this process
 
 
@@ -82,6 +83,7 @@ class ParseWorker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.parent = os.getpid()
         self.ready = False
+        self.refused = False  # it loaded another parser: no worker will do here
         self.failed: str | None = None
         self._queue: deque[tuple[list[str], Future]] = deque()  # not sent yet
         self._sent: Future | None = None  # the chunk the worker is parsing
@@ -90,28 +92,28 @@ class ParseWorker:
 
     def _listen(self) -> None:
         expected = parser_name()
-        while (frame := _read(self.proc.stdout)) is not None:
+        why = None
+        while why is None and (frame := _read(self.proc.stdout)) is not None:
             tag, payload = frame
             with self._lock:
                 if tag == b"R":
-                    if payload.decode() != expected:
-                        break
-                    self.ready = True
-                    self._pump()
+                    loaded = payload.decode(errors="replace")
+                    if loaded != expected:
+                        self.refused, why = True, f"the worker loaded {loaded}, not {expected}"
+                    else:
+                        self.ready = True
+                        self._pump()
                     continue
                 future, self._sent = self._sent, None
                 if future is None:
-                    break
+                    why = "the parse worker answered a request it was not sent"
+                    continue
                 self._pump()
             if tag == b"D":
                 future.set_result(payload)
             else:
                 future.set_exception(RuntimeError(f"the parse worker failed: {payload.decode(errors='replace')}"))
-        else:
-            self._fail(f"the parse worker exited (code {self.proc.poll()})")
-            return
-        self._fail(f"the worker loaded {payload.decode(errors='replace')}, not {expected}" if tag == b"R"
-                   else "the parse worker answered a request it was not sent")
+        self._fail(why or f"the parse worker exited (code {self.proc.poll()})")
 
     def _pump(self) -> None:
         """Send the next queued chunk if the worker is ready and idle (the caller holds `_lock`)."""
@@ -168,24 +170,24 @@ _STARTED = threading.Lock()
 
 def start_parse_worker() -> ParseWorker | None:
     """Return this process's parse worker, started on first use; None on one core or when none can run."""
-    global _WORKER, RESTARTS
+    global _WORKER, RESTARTS, _UNAVAILABLE
     with _STARTED:
         if _WORKER is not None and _WORKER.parent != os.getpid():
             _WORKER = None  # a forked child's copy: the pipes are its parent's, not to be written here
         if _WORKER is not None and _WORKER.failed is not None:
-            if _WORKER.failed.startswith("the worker loaded") or RESTARTS <= 0:
+            if _WORKER.refused or RESTARTS <= 0:
                 return None  # another parser, or a worker that keeps dying: parse here
             log.warning("starting a new parse worker: %s", _WORKER.failed)
             RESTARTS -= 1
             _WORKER = None
         if _WORKER is None:
-            if cores() < 2 or RESTARTS < 0:
+            if cores() < 2 or _UNAVAILABLE is not None:
                 return None
             try:
                 _WORKER = ParseWorker()
             except OSError as exc:  # no process can be started here: parse here, and say so once
+                _UNAVAILABLE = str(exc)
                 log.warning("no parse worker (%s): parsing in this process", exc)
-                RESTARTS = -1
                 return None
         return _WORKER
 
