@@ -137,6 +137,54 @@ def find_contradictions(memories: Iterable[MemoryRecord]) -> list[Contradiction]
     return found
 
 
+NEAREST_OLDER = 10  # older memories (by cosine, beside those of the same subject) each memory is weighed against
+
+
+def fitted_contradictions(active: Sequence[MemoryRecord], vecs: np.ndarray, model: Any, cfg: Any,
+                          known: Iterable[Contradiction] = ()) -> list[Contradiction]:
+    """Return pairs of active memories where the fitted update model says the newer one updates the older.
+
+    Both still active means the write path missed the change (another verb, another slot name:
+    "My manager is Helga." and "I now report to Farid."), so the claim index and the model find
+    what the structured check cannot: each memory is weighed, as reconciliation weighs a new claim
+    (`reconcile.pool`, `reconcile.features_of`), against the older memories of its subject and its
+    nearest older ones. Pairs a structured contradiction already holds are not repeated.
+    """
+    from .model import Candidate
+    from .reconcile import features_of, pool, row
+    from .updates import CLASSES
+
+    if model is None or len(active) < 2:
+        return []
+    held = {frozenset((a.id, b.id)) for c in known for a in c.memories for b in c.memories if a.id != b.id}
+    order = sorted(range(len(active)), key=lambda i: (active[i].created_at or datetime.min.replace(tzinfo=timezone.utc),
+                                                       active[i].id))
+    sims = vecs @ vecs.T if len(vecs) else np.zeros((0, 0))
+    update = CLASSES.index("update")
+    found: list[Contradiction] = []
+    for k, i in enumerate(order[1:], start=1):
+        m = active[i]
+        older = order[:k]
+        near = sorted(older, key=lambda j: -float(sims[i, j]))[:NEAREST_OLDER]
+        olds = sorted(set(near) | {j for j in older if active[j].subject and active[j].subject == m.subject})
+        c = Candidate(text=m.text, kind=m.kind, category=m.category, subject=m.subject, attribute=m.attribute,
+                      value=m.value, record_id=m.record_id, references=m.references, importance=m.importance,
+                      single_valued=m.single_valued, negated=bool(m.meta.get("negated")), meta=dict(m.meta))
+        r = row(0, c, [active[j] for j in olds], sims[i, olds], np.zeros(len(olds)), cfg)
+        js = pool(r)
+        for j, p in zip(js, model.proba(features_of(r, js)), strict=True):
+            old = r.active[j]
+            if p[update] >= model.update_at and frozenset((old.id, m.id)) not in held:
+                conflict = Contradiction(record_key(m) or record_key(old) or "?", m.attribute or old.attribute or
+                                         "statement", (old, m), (str(old.value or old.text), str(m.value or m.text)))
+                rec = recommend(conflict)
+                rec["rationale"] = f"the update model reads the newer as replacing the older (p={p[update]:.2f}); " \
+                                   + str(rec.get("rationale", ""))
+                found.append(Contradiction(conflict.record, conflict.attribute, conflict.memories, conflict.values,
+                                           rec))
+    return found
+
+
 def find_absences(memories: Sequence[MemoryRecord], known: dict[str, str]) -> list[Absence]:
     """Return references no active memory satisfies; `known` maps every memory id in the store to its status."""
     active = [m for m in memories if m.active]
@@ -304,16 +352,22 @@ def semantic_pairs(memories: Sequence[MemoryRecord], vecs: np.ndarray, min_cosin
 
 
 # ----------------------------------------------------------------- the audit stage
-def audit(store: Store, llm: LLM, user: str, *, cfg: TrustConfig, now: datetime) -> AuditReport:
+def audit(store: Store, llm: LLM, user: str, *, cfg: TrustConfig, now: datetime, model: Any = None,
+          write_cfg: Any = None) -> AuditReport:
     """Return the AuditReport of one user's active memories at `now`; reads the store, never writes it.
 
-    An offline `llm` judges opposite-meaning pairs by polarity, a live one by the model;
-    `cfg.audit_pair_cosine` sets how alike two memories must be to be judged.
+    Contradictions come from the claim index: one attribute of one record with two values, and,
+    with the fitted update `model`, two memories the model reads as an update of one by the other
+    (`fitted_contradictions`). An offline `llm` judges opposite-meaning pairs by polarity, a live
+    one by the model; `cfg.audit_pair_cosine` sets how alike two memories must be to be judged.
     """
     everything = store.memories(user, include_inactive=True)
     known = {m.id: m.status for m in everything}
     active = [m for m in everything if m.active]
     contradictions = find_contradictions(active)
+    if model is not None and active:
+        contradictions += fitted_contradictions(active, store.vectors([m.id for m in active]), model, write_cfg,
+                                                contradictions)
     absences = find_absences(active, known)
     offline = getattr(llm, "offline", True)
     judge = (lambda a, b, s: polarity_judge(a.text, b.text)) if offline else model_pair_judge(llm)

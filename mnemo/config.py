@@ -31,6 +31,7 @@ class WriteConfig:
     max_candidates: int = 64  # candidates kept per turn (most important first); the rest are reported as ignored
     max_sentences: int = 256  # sentences of one turn the parser reads; the rest are reported as unread
     parse_worker: bool = True  # remember_many parses its next block in a second process (2+ cores; extract.parse_worker)
+    update_model: bool = True  # decide updates with the fitted model (mnemo/recipes/updates.json); False: hand rules
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,8 @@ class DecayConfig:
     half_life_episodic_days: float = 14.0  # recency half-life of episodic memories
     half_life_semantic_days: float = 180.0  # recency half-life of semantic memories
     half_life_procedural_days: float = 365.0  # recency half-life of procedural memories
-    exempt_categories: tuple[str, ...] = ("preference", "profile", "failure", "lesson", "decision")  # never decay, no TTL
+    exempt_categories: tuple[str, ...] = ("preference", "profile", "failure", "lesson", "decision",
+                                          "instruction")  # never decay, no TTL (rules for the assistant included)
     reinforcement_weight: float = 0.15  # salience gained per log2(1 + access_count)
     corroboration_weight: float = 0.1  # salience gained per log2(1 + corroborations)
     ttl_low_hours: float = 24.0  # TTL of memories with importance < ttl_low_below

@@ -25,10 +25,20 @@ COMMAND_WORDS = frozenset(stem(w) for w in ("forget", "delete", "erase", "remove
 
 
 def names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold: float = 2.0,
-           slot_sim: float = 0.0, slot_threshold: float = 2.0) -> str | None:
-    """Return how the forget command `c` names `m` ("entity+slot", "marks", "terms", ...), or None."""
+           slot_sim: float = 0.0, slot_threshold: float = 2.0, aliases: dict[str, str] | None = None) -> str | None:
+    """Return how the forget command `c` names `m` ("entity+slot", "marks", "terms", ...), or None.
+
+    `aliases` maps a stored name to the entity it names ("biscuit" -> "user's dog", from "my dog's
+    name is Biscuit"), so that "forget everything about my dog" reaches what was said of Biscuit.
+    """
     spec = c.meta.get("forget") or {}
     entity = match.entity_match(c.subject, m.subject) if c.subject else None
+    if entity is None and c.subject and aliases and aliases.get(match.key(m.subject) or "") == match.key(c.subject):
+        entity = "alias"
+    about = spec.get("about")
+    if about and m.subject and (match.entity_match(about, m.subject) == "same" or (
+            aliases and aliases.get(match.key(m.subject) or "") == match.key(about))):
+        return "entity (everything about it)"
     if c.attribute and (entity or not c.subject):
         level = match.slot_match(c.attribute, m.attribute, slot_sim, slot_threshold)
         if level is None and m.attribute in lexicon.slot_families().get(c.attribute, ()):
@@ -48,7 +58,9 @@ def names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold
     if c.subject and c.subject not in ("user", "team") and not c.attribute and entity:
         return "entity"
     terms = (set(spec.get("terms") or ()) or content_tokens(c.text)) - COMMAND_WORDS
-    if terms and terms <= words and (not c.subject or c.subject in ("user", "team") or entity or wanted):
+    # A plain noun phrase ("the locker code") is the user's own thing said without "my": its words name it.
+    if terms and terms <= words and (not c.subject or c.subject in ("user", "team") or entity or wanted
+                                     or match.soft(c)):
         return "terms"
     if sim >= threshold and (not c.subject or entity):
         return "similarity"
@@ -67,7 +79,7 @@ def forget_actions(r: Any, base: dict[str, Any]) -> list[Action]:
                        "Memory.forget(memory_id)", evidence={**base, "scope": spec.get("scope")})]
     named = [(j, why) for j in range(len(a)) if r.free(j)
              for why in [names(c, a[j], float(r.sims[j]), cfg.duplicate_threshold, float(r.slot_sims[j]),
-                                cfg.slot_threshold)] if why]
+                                cfg.slot_threshold, r.names)] if why]
     # A slot named exactly takes precedence over slots that only contain it, which beat similar ones.
     for level in ("exact", "prefix", "derived", "qualified", "similar", "family"):
         tier = [f for f in named if f[1] == f"entity+slot ({level})"]

@@ -30,6 +30,7 @@ from .llm import LLM, connect
 from .model import Candidate, Event, Forgetting, Link, MemoryRecord, Recall, WriteReport
 from .store import DuckDBStore, Store, new_id, store_class
 from .tokens import count_many, tokenizer_name
+from .updates import UpdateModel
 
 
 class Memory:
@@ -42,6 +43,8 @@ class Memory:
         self.clock = clock
         self.config = config
         self.judge = offline_judge if llm.offline else model_judge(llm)
+        # The fitted update decision (mnemo.updates), chosen once here like the judge; None: the hand rules.
+        self.updates = UpdateModel.load(embedder=embedder.name) if config.write.update_model else None
 
     # ----------------------------------------------------------------- lifecycle
     @classmethod
@@ -81,18 +84,17 @@ class Memory:
     def provenance(self) -> dict[str, Any]:
         """Return which embedder, model client, tokenizer and recipe this memory runs with."""
         return {"embedder": self.embedder.name, "llm": self.llm.provenance(), "tokenizer": tokenizer_name(),
+                "update_model": self.updates.info.get("file") if self.updates else "hand rules",
                 "recipe": self.config.recipe, "store": self.store.path}
 
     # ----------------------------------------------------------------- writes
     def remember(self, text: str, *, user: str, session: str | None = None, agent: str | None = None,
                  at: datetime | None = None) -> WriteReport:
-        """Record a turn, extract memories from it, reconcile them and apply the plan."""
-        turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
-                                       at=self._now(at), cfg=self.config)
-        with self._reconciling([user]):
-            report = write_stage.remember(self.store, self.embedder, self.llm, turn, self.config, self.judge)
-        report.provenance = self.provenance()
-        return report
+        """Record a turn, extract memories from it, reconcile them and apply the plan (`remember_many` of one)."""
+        spec: dict[str, Any] = {"text": text, "session": session, "agent": agent}
+        if at is not None:
+            spec["at"] = at
+        return self.remember_many([spec], user=user)[0]
 
     def _reconciling(self, users: Iterable[str]) -> ExitStack:
         """Hold the store's `exclusive` lock on each user (sorted, so two writers never wait on each other).
@@ -129,7 +131,8 @@ class Memory:
                                              session=spec.get("session", session), agent=spec.get("agent", agent),
                                              at=self._now(when), cfg=self.config))
         with self._reconciling(t.user for t in made):
-            reports = write_stage.remember_many(self.store, self.embedder, self.llm, made, self.config, self.judge)
+            reports = write_stage.remember_many(self.store, self.embedder, self.llm, made, self.config, self.judge,
+                                                self.updates)
         provenance = self.provenance()
         for report in reports:
             report.provenance = dict(provenance)
@@ -149,7 +152,8 @@ class Memory:
                          single_valued=single_valued, pinned=pinned, source=source, meta=dict(meta or {}))
         vecs = self.embedder.embed([text])
         with self._reconciling([user]):
-            plan = write_stage.reconcile(self.store, user, [cand], vecs, self.config, self.judge)
+            plan = write_stage.reconcile(self.store, user, [cand], vecs, self.config, self.judge, self.embedder,
+                                         model=self.updates)
             report = write_stage.apply(self.store, plan, [cand], vecs, turn=turn, cfg=self.config)
         if report.added:
             return report.added[0]
@@ -202,7 +206,7 @@ class Memory:
         if not query or not user:
             raise InvalidInput("forget() needs a memory id, or query= and user=")
         targets = write_stage.forget_targets(self.store, self.embedder, query, user=user, cfg=self.config,
-                                             judge=self.judge, at=at)
+                                             judge=self.judge, at=at, model=self.updates)
         if dry_run:
             return targets
         gone = write_stage.forget_ids(self.store, [t.id for t in targets], reason=reason, at=at)
@@ -242,7 +246,8 @@ class Memory:
 
     def audit(self, user: str) -> AuditReport:
         """Report contradictions and dangling references with recommended resolutions; changes nothing."""
-        return audit_stage.audit(self.store, self.llm, user, cfg=self.config.trust, now=self.clock.now())
+        return audit_stage.audit(self.store, self.llm, user, cfg=self.config.trust, now=self.clock.now(),
+                                 model=self.updates, write_cfg=self.config.write)
 
     def consolidate(self, user: str) -> Consolidation:
         """Propose merges, forgets and salience changes; nothing is applied until approved."""

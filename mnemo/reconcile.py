@@ -59,7 +59,8 @@ from .errors import InvalidInput
 from .forgetting import forget_actions, names
 from .judge import NEVER_RETIRED, TYPED, Judge, offline_judge, value_kind
 from .model import Action, Candidate, MemoryRecord
-from .normalise import marks, overlap, same_value
+from .normalise import content_tokens, marks, overlap, same_value
+from .updates import CLASSES, UpdateModel, pair_features
 
 MAX_JUDGED = 3  # same-entity memories in the arbitration band shown to the judge, nearest first
 CAUSE_OVERLAP = 0.6  # share of the cause's words a failure must contain to be its cause
@@ -84,6 +85,7 @@ class _Row:
 
     names: dict[str, str] | None = None  # {named entity key: the entity it names}, from stored name claims
     groups: dict[str | None, list[int]] | None = None  # {subject: positions of the memories about it}, ascending
+    model: UpdateModel | None = None  # the fitted update decision (`mnemo.updates`); None: the hand rules
     # entity(j) by memory subject: the rules ask it of every memory, several times a candidate.
     _entities: dict[str | None, str | None] = field(default_factory=dict, repr=False)
 
@@ -224,6 +226,8 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
         hits = _retracted(r, retirable)
         if hits:
             return [_act(r, "supersede", j, f"retracted: {c.text}", base, match="negation") for j in hits]
+    if r.model is not None:
+        return [_fitted(r, r.model, judge, base)]
     if c.attribute and can_retire and not neg:
         group = [j for j, _ in _aligned(r, retirable)]
         hits = [j for j in group if not same_value(c.value, a[j].value) and (
@@ -252,6 +256,92 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
             return [_act(r, "supersede", j, f"changed to {c.value} (the {value_kind(c)} of {c.subject})", base,
                          match="typed change")]
     return [_similar(r, judge, base)]
+
+
+# A memory of another subject is put to the fitted decision only when its sentence is this close and its value
+# is of the claim's type: "the wifi password" and "the router password" may be one thing, said two ways.
+POOL_SIM = 0.5
+
+
+def pool(r: _Row) -> list[int]:
+    """Return the free memories a claim could update or restate: the same subject (or an alias), a shared
+    identifier, or a near neighbour whose value is of the same type."""
+    c, a = r.c, r.active
+    ids = set(c.references) | {c.record_id} - {None}
+    kind = value_kind(c)
+    out = []
+    for j in range(len(a)):
+        if not r.free(j):
+            continue
+        m = a[j]
+        if r.entity(j) or ids & (set(m.references) | {m.record_id}) or (
+                float(r.sims[j]) >= POOL_SIM and kind is not None and kind == value_kind(m)):
+            out.append(j)
+    return out
+
+
+def features_of(r: _Row, js: list[int]) -> list[list[float]]:
+    """Return `updates.pair_features` of the claim against each memory of `js`."""
+    return [pair_features(r.c, r.active[j], sim=float(r.sims[j]), slot_sim=float(r.slot_sims[j]),
+                          entity=r.entity(j), slot=r.slot(j) if r.c.attribute and r.active[j].attribute else None)
+            for j in js]
+
+
+def _replaces(c: Candidate, m: MemoryRecord) -> bool:
+    """Return True when the claim's slot cardinality lets it replace `m`'s value.
+
+    Cardinality is the slot table's to say: a value of a slot one holds several of ("I also speak
+    Japanese") adds to the others unless the words say it replaces one (a change cue) or deny one.
+    """
+    return (c.single_valued and m.single_valued) or bool(c.meta.get("change_cue")) or match.negated(c) != match.negated(m)
+
+
+def _restates(r: _Row, j: int) -> bool:
+    """Return True when the claim may be merged into memory j: it adds nothing the memory does not hold.
+
+    Either the slots align and the values agree, or every content word of the claim is already in
+    the memory ("The cafe is closed on Saturdays" is never a restatement of "... open on Saturdays",
+    however close their vectors); and never across different numbers, identifiers or polarity.
+    """
+    c, m = r.c, r.active[j]
+    if marks(c.text) - marks(m.text) - marks(m.value) or match.negated(c) != match.negated(m):
+        return False
+    if r.slot(j) and same_value(c.value, m.value):
+        return True
+    return content_tokens(c.text) <= content_tokens(m.text) | content_tokens(m.value)
+
+
+def _fitted(r: _Row, model: UpdateModel, judge: Judge, base: dict[str, Any]) -> Action:
+    """Return the action the fitted update decision gives a claim no grammar rule decided.
+
+    The memory with the highest P(update) at or above the model's threshold is retired (never a
+    failure or a lesson, nor one value of a slot that holds several, unless a change cue or a
+    negation says it goes); else the one with the highest P(same) is restated (corroborated when slot
+    and value agree, else a duplicate), never across different numbers or identifiers; else the
+    claim is novel. A live judge still arbitrates the cosine band when one is configured.
+    """
+    c, a = r.c, r.active
+    js = pool(r)
+    probs = model.proba(features_of(r, js))
+    scored = [(j, {cls: round(float(p), 3) for cls, p in zip(CLASSES, row, strict=True)})
+              for j, row in zip(js, probs, strict=True)]
+    evidence = {"fitted": [{"memory_id": a[j].id, **p} for j, p in scored],
+                "update_at": model.update_at, "same_at": model.same_at}
+    can_retire = c.category not in NEVER_RETIRED
+    updates = [(p["update"], j) for j, p in scored if can_retire and p["update"] >= model.update_at
+               and a[j].category not in NEVER_RETIRED and _replaces(c, a[j])]
+    if updates:
+        p, j = max(updates)
+        return _act(r, "supersede", j, f"fitted: updates it (p={p:.2f}): {a[j].value} -> {c.value}", base,
+                    match="fitted", **evidence)
+    same = [(p["same"], j) for j, p in scored if p["same"] >= model.same_at and _restates(r, j)]
+    if same:
+        p, j = max(same)
+        op = "corroborate" if r.slot(j) and same_value(c.value, a[j].value) else "duplicate"
+        return _act(r, op, j, f"fitted: says it again (p={p:.2f})", base, match="fitted", **evidence)
+    if judge is not offline_judge:
+        return _similar(r, judge, {**base, **evidence})
+    return _act(r, "add", None, "novel", base, max_sim=float(r.sims.max()) if r.sims.size else 0.0, **evidence)
 
 
 def _retracted(r: _Row, pool: list[int]) -> list[int]:
@@ -390,8 +480,22 @@ def _link_causes(plan: list[Action], candidates: list[Candidate], active: list[M
     return out
 
 
+def _names(active: list[MemoryRecord]) -> dict[str, str]:
+    """Return {named entity key: the entity it names}, from the stored name claims ("the mechanic's name is X")."""
+    return {match.key(m.value) or "": match.key(m.subject) or "" for m in active
+            if m.attribute in ("name", "preferred_name") and m.value and m.subject not in (None, "user", "team")}
+
+
+def row(i: int, c: Candidate, active: list[MemoryRecord], sims: np.ndarray, slot_sims: np.ndarray,
+        cfg: WriteConfig) -> _Row:
+    """Return what `plan_writes` knows of candidate `c` (its i-th) against `active`, for `pool` and `features_of`."""
+    return _Row(i, c, np.asarray(sims, dtype=np.float64), np.asarray(slot_sims, dtype=np.float64), cfg, active,
+                set(), _names(active), _by_subject(active))
+
+
 def plan_writes(candidates: list[Candidate], active: list[MemoryRecord], sims: np.ndarray, cfg: WriteConfig,
-                judge: Judge = offline_judge, slot_sims: np.ndarray | None = None) -> list[Action]:
+                judge: Judge = offline_judge, slot_sims: np.ndarray | None = None,
+                model: UpdateModel | None = None) -> list[Action]:
     """Return the write plan: the actions of every candidate, decided by the rules above.
 
     `sims[i, j]` is the cosine of candidate i's text and active memory j's; `slot_sims[i, j]`
@@ -409,14 +513,12 @@ def plan_writes(candidates: list[Candidate], active: list[MemoryRecord], sims: n
                   "supersede": cfg.supersede_threshold, "slot": cfg.slot_threshold,
                   "min_importance": cfg.min_importance}
     overridden = _same_turn(candidates)
-    names = {match.key(m.value) or "": match.key(m.subject) or "" for m in active
-             if m.attribute in ("name", "preferred_name") and m.value and m.subject not in (None, "user", "team")}
-    groups = _by_subject(active)
+    names, groups = _names(active), _by_subject(active)
     taken: set[str] = set()
     plan: list[Action] = []
     for i, c in enumerate(candidates):
         base = {"candidate_index": i, "thresholds": thresholds}
-        r = _Row(i, c, matrix[i], slots[i], cfg, active, taken, names, groups)
+        r = _Row(i, c, matrix[i], slots[i], cfg, active, taken, names, groups, model=model)
         if c.command == "forget":
             plan.extend(forget_actions(r, base))
         elif i in overridden:

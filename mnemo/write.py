@@ -1,4 +1,8 @@
-"""The write path: record the turn, extract, reconcile, apply the plan in one transaction."""
+"""The write path: record the turns, extract, reconcile, apply the plan in one transaction.
+
+There is one path: `Memory.remember` is `remember_many` of one turn, and `Memory.add` reconciles
+its structured memory with the same collaborators (the embedder, the judge, the update model).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from .model import Action, Candidate, Event, Forgetting, Link, MemoryRecord, Sup
 from .reconcile import plan_writes
 from .store import Store, new_id
 from .store.cache import order_key
+from .updates import UpdateModel
 
 if TYPE_CHECKING:
     from .embed import Embedder
@@ -118,28 +123,19 @@ def _positions(phrases: list[str | None]) -> dict[str, list[int]]:
 
 def reconcile(store: Store, user: str, candidates: list[Candidate], vecs: np.ndarray, cfg: Config,
               judge: Callable[[Candidate, MemoryRecord], dict], embedder=None,
-              active_for: Callable[[str, Iterable[str]], list[MemoryRecord]] | None = None) -> list[Action]:
-    """Return the write plan for `candidates` against the user's active memories."""
+              active_for: Callable[[str, Iterable[str]], list[MemoryRecord]] | None = None,
+              model: UpdateModel | None = None) -> list[Action]:
+    """Return the write plan for `candidates` against the user's active memories (`model`: the fitted
+    update decision, `mnemo.updates`; the hand rules without one)."""
     active = neighbourhood(store, user, candidates, vecs, active_for)
     sims = vecs @ store.vectors([m.id for m in active]).T if active else np.zeros((len(candidates), 0))
     slots = slot_similarity(embedder, candidates, active) if embedder is not None and active else None
-    return plan_writes(candidates, active, sims, cfg.write, judge=judge, slot_sims=slots)
-
-
-def remember(store: Store, embedder: Embedder, llm: LLM, turn: Turn, cfg: Config,
-             judge: Callable[[Candidate, MemoryRecord], dict]) -> WriteReport:
-    """Extract candidates from a recorded turn, reconcile them and apply the plan; return the report."""
-    context = [t for t in store.recent_turns(turn.user, turn.session, cfg.write.context_turns + 1) if t.id != turn.id]
-    candidates, overflow = cap(extract(llm, turn, context, cfg.write), cfg.write.max_candidates)
-    vecs = embedder.embed([c.text for c in candidates]) if candidates else np.zeros((0, store.dim), np.float32)
-    plan = reconcile(store, turn.user, candidates, vecs, cfg, judge, embedder)
-    report = apply(store, plan, candidates, vecs, turn=turn, cfg=cfg)
-    report.ignored.extend((c, f"over max_candidates={cfg.write.max_candidates} for one turn") for c in overflow)
-    return report
+    return plan_writes(candidates, active, sims, cfg.write, judge=judge, slot_sims=slots, model=model)
 
 
 def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], cfg: Config,
-                  judge: Callable[[Candidate, MemoryRecord], dict]) -> list[WriteReport]:
+                  judge: Callable[[Candidate, MemoryRecord], dict], model: UpdateModel | None = None
+                  ) -> list[WriteReport]:
     """Remember validated turns in order, with the outcomes of one `remember` each; return one report a turn.
 
     The raw turns are recorded first, in one committed transaction. Then each block of turns is
@@ -177,7 +173,7 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
             at = 0
             for (_, turn), (candidates, overflow) in zip(block, found, strict=True):
                 mine, at = vecs[at:at + len(candidates)], at + len(candidates)
-                plan = reconcile(store, turn.user, candidates, mine, cfg, judge, embedder, subjects.active_for)
+                plan = reconcile(store, turn.user, candidates, mine, cfg, judge, embedder, subjects.active_for, model)
                 report = apply_plan(store, plan, candidates, mine, turn=turn, cfg=cfg, held=held)
                 subjects.written([*report.added, *(s.new for s in report.superseded)])
                 report.ignored.extend((c, f"over max_candidates={cfg.write.max_candidates} for one turn")
@@ -405,7 +401,8 @@ def _depends_links(store: Store, new: MemoryRecord, created: dict[int, MemoryRec
 
 
 def forget_targets(store: Store, embedder: Embedder, query: str, *, user: str, cfg: Config,
-                   judge: Callable[[Candidate, MemoryRecord], dict], at: datetime) -> Forgetting:
+                   judge: Callable[[Candidate, MemoryRecord], dict], at: datetime,
+                   model: UpdateModel | None = None) -> Forgetting:
     """Return exactly the active memories a forget request names, by the same plan as "forget ..." turns.
 
     The result says why each matched; when nothing did, its message says so and `nearest` lists
@@ -418,7 +415,7 @@ def forget_targets(store: Store, embedder: Embedder, query: str, *, user: str, c
     if not commands:
         commands = [Candidate(text=query, command="forget", kind="semantic", category="note")]
     vecs = embedder.embed([c.text for c in commands])
-    plan = reconcile(store, user, commands, vecs, cfg, judge, embedder)
+    plan = reconcile(store, user, commands, vecs, cfg, judge, embedder, model=model)
     why = {a.target_id: str(a.evidence.get("match", "")) for a in plan if a.op == "forget" and a.target_id}
     found = store.get_many(list(why))
     ignored = [a for a in plan if a.op == "ignore"]

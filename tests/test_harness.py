@@ -21,6 +21,7 @@ from mnemo.eval.baselines import (
     NaiveRAG,
     NoMemory,
     RecentOnly,
+    Record,
     fit,
     make_baseline,
 )
@@ -100,6 +101,20 @@ def test_forgetting_sets_with_phantom_targets_and_collateral():
     assert rows["city"]["collateral"] == 1.0 and rows["city"]["forgetting_recall"] == 0.0
 
 
+def test_what_states_the_change_is_never_a_forgetting_target():
+    """A retraction, or a record that says the current value, mentions the old value and must stay active."""
+    records = {"a": Record("The user lives in Berlin.", False),
+               "n": Record("The user no longer lives in Berlin.", True, True),
+               "q": Record("The user still lives in Berlin, not Lisbon... no: lives in Berlin until Lisbon.", True)}
+    rows, _ = _score(Scripted([("The user lives in Lisbon.", False)], records))
+    # T = {a, missing:555-0142}: n is a retraction and q says the current value (Lisbon); F = {a}.
+    city = rows["city"]
+    assert city["forgetting_precision"] == 1.0 and city["forgetting_recall"] == 0.5
+    # Without the exception the two active records would have counted as targets not forgotten.
+    negated = {"a": Record("The user lives in Berlin.", False), "n": Record("The user lives in Berlin.", True)}
+    assert _score(Scripted([("x", False)], negated))[0]["city"]["forgetting_recall"] == 1 / 3
+
+
 def test_abstention_is_checked_only_where_the_probe_says():
     rows, agg = _score(Scripted([], {}, abstained=True))
     assert rows["blood"]["abstention_correct"] == 1.0 and rows["blood"]["passed"]
@@ -136,7 +151,7 @@ def test_baselines_pack_under_the_budget_each_their_way():
     ctx = full.context("q", user="u", budget=budget, at=at)
     assert ctx.tokens <= budget and not ctx.abstained
     full.forget("anything", user="u", at=at)
-    assert all(active for _, active in full.records("u").values())
+    assert all(r.active for r in full.records("u").values())
 
 
 def test_naive_rag_ranks_by_similarity_and_skips_what_does_not_fit():

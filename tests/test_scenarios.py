@@ -16,7 +16,11 @@ MNEMO = "mnemo:default"
 # What the offline stack cannot do yet. Each entry is a real failure, reported, not a relaxed check.
 # Probes mnemo fails with the offline stack, with why (none at present; the last two, a diet and a job
 # asked for in words unlike the memory's, pass since coverage counts a typed memory's attribute name).
-KNOWN_FAILURES: dict[str, str] = {}
+KNOWN_FAILURES: dict[str, str] = {
+    "failure_cause/practice": "the memory keeps the user's 'we switched ...' as said, and recall's lexical "
+                              "answerability (coverage 0.25 of 'team deploy staging') says unknown; the fitted "
+                              "answerability of issue #31 replaces it",
+}
 REQUIRED = {"correction", "preference_change", "manual_forget", "budget_pressure", "cross_entity",
             "decay_staleness", "multi_valued", "paraphrased_duplicates", "failure_cause", "injection", "abstention"}
 

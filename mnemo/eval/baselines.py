@@ -27,12 +27,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from mnemo.errors import ConfigError
 from mnemo.tokens import count_many, tokenizer_name
+
+
+class Record(NamedTuple):
+    """What the harness knows of one stored record when it scores forgetting."""
+
+    text: str
+    active: bool
+    retracted: bool = False  # the record withdraws a value ("I no longer smoke"): a negated memory
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,7 @@ class System(Protocol):
 
     def context(self, question: str, *, user: str, budget: int, at: datetime) -> Context: ...
 
-    def records(self, user: str) -> dict[str, tuple[str, bool]]: ...
+    def records(self, user: str) -> dict[str, Record]: ...
 
     def provenance(self) -> dict[str, Any]: ...
 
@@ -129,9 +137,9 @@ class RawTurns:
         """Return the turns of `user`, oldest first."""
         return [t for t in self.turns if t.user == user]
 
-    def records(self, user: str) -> dict[str, tuple[str, bool]]:
-        """Return {turn id: (text, active)}: every turn stays active."""
-        return {t.id: (t.text, True) for t in self.of(user)}
+    def records(self, user: str) -> dict[str, Record]:
+        """Return {turn id: Record(text, active)}: every turn stays active."""
+        return {t.id: Record(t.text, True) for t in self.of(user)}
 
     def select(self, question: str, turns: list[RawTurn], budget: int) -> list[Item]:
         raise NotImplementedError

@@ -28,7 +28,7 @@ def data_download(name: str = typer.Argument(..., help="locomo | realtalk | beam
 
 
 def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realtalk | beam | mquake | prefeval | meme "
-                                         "| writes"),
+                                         "| writes | pairs"),
           recipes: list[str] = typer.Option(None, "--recipe", "-r", help="Recipe to run; repeat for several "
                                             "(default: dense, bm25, hybrid for locomo / realtalk, else default)."),
           llm: str = typer.Option("offline", "--llm", help="Model mode: offline | live | record:PATH | replay:PATH."),
@@ -49,12 +49,16 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
                                           "claims as keys pointing at the turn (mnemo/eval/bench/keys.py)."),
           budget: int = typer.Option(None, help="beam / mquake / prefeval / meme: recall budget in tokens "
                                      "(default 512, 64, 512, 512)."),
-          write: str = typer.Option("structured", help="mquake: how edits are written: structured | text."),
+          write: str = typer.Option(None, help="mquake: how edits are written: structured (default) | text. "
+                                    "locomo / realtalk / beam: 'remember' runs the conversations through the write "
+                                    "path and measures what is kept and packed (mnemo/eval/bench/written.py)."),
           inter_turns: int = typer.Option(100, help="prefeval: distractor pairs between preference and question."),
           form: str = typer.Option("explicit", help="prefeval: explicit | choice | persona."),
           scenarios: Path = typer.Option(None, help="scenarios: the folder of YAML files (default data/scenarios)."),
           baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="scenarios: also run the "
                                          "four baselines."),
+          save: Path = typer.Option(None, "--save", help="pairs: write the update model fitted on the dev pairs to "
+                                    "this JSON file (mnemo/recipes/updates.json is the packaged one)."),
           out: Path = typer.Option(None, "--out", "-o", help="Folder for results.json and rows.parquet "
                                    "(default experiments/runs/eval/BENCHMARK).")) -> None:
     """Run scenarios or a real benchmark with a recipe and a model mode; print a table, write results.json + Parquet."""
@@ -70,11 +74,18 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
     elif budget is not None:
         options["budget"] = budget
     if benchmark == "mquake":
-        options["write"] = write
+        options["write"] = write or "structured"
+    elif write == "remember" and benchmark in ("locomo", "realtalk", "beam"):
+        options = {"data": benchmark}
+        benchmark = "written"
+    elif write is not None:
+        raise typer.BadParameter(f"--write {write!r} does not apply to {benchmark}; see --help")
     if benchmark == "prefeval":
         options.update(inter_turns=inter_turns, form=form)
     if benchmark == "writes":
         options["split"] = split
+    if benchmark == "pairs":
+        options["save"] = str(save) if save else None
     if embedder == "default":
         embedder = "minilm"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

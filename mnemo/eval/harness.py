@@ -23,7 +23,9 @@ harness feeds them, per probe (only probes that check something get a value for 
 * **forgetting precision / recall / collateral** (`metrics.forgetting`), for probes naming
   `forgets` or `survivors`: F = every record of the probe's user that is tombstoned (forgotten,
   superseded or decayed) at probe time; T = the records whose text mentions a `forgets` phrase,
-  plus one phantom id per phrase that matches no record at all (so a target that was never
+  except those that state the change itself and must stay (a retraction: a negated memory or
+  retraction wording, "I've quit pottery"; or a record that mentions an `expect` value, "Thursday,
+  not Tuesday"), as the stale rule excepts them, plus one phantom id per phrase that matches no record at all (so a target that was never
   stored cannot be "forgotten" by default); K = the records mentioning a `survivors` phrase, minus T,
   plus, for mnemo (not for the baselines, which keep every turn verbatim), one phantom per survivor
   phrase that matches no record, which also counts in F: a fact that was never stored did not
@@ -60,7 +62,7 @@ from typing import Any
 from mnemo.clock import SimulatedClock
 from mnemo.config import Config, recipe
 from mnemo.eval import metrics
-from mnemo.eval.baselines import BASELINES, Context, Item, System, make_baseline
+from mnemo.eval.baselines import BASELINES, Context, Item, Record, System, make_baseline
 from mnemo.eval.scenarios import Probe, Scenario
 from mnemo.provenance import git_commit
 
@@ -108,9 +110,10 @@ class MnemoSystem:
         history = [Item(h.id, f"{h.text} [{h.note}]", h.tokens, True) for h in r.history]
         return Context(items, r.tokens_used, r.confidence == "unknown", history, r.confidence)
 
-    def records(self, user: str) -> dict[str, tuple[str, bool]]:
-        """Return {memory id: (text, active)} for every memory of `user`, tombstones included."""
-        return {m.id: (m.text, m.active) for m in self.mem.memories(user, include_inactive=True)}
+    def records(self, user: str) -> dict[str, Record]:
+        """Return {memory id: Record(text, active, retracted)} for every memory of `user`, tombstones included."""
+        return {m.id: Record(m.text, m.active, bool(m.meta.get("negated")))
+                for m in self.mem.memories(user, include_inactive=True)}
 
     def provenance(self) -> dict[str, Any]:
         """Return the memory's provenance (embedder, model client, tokenizer, recipe)."""
@@ -192,14 +195,19 @@ def _classify(ctx: Context, probe: Probe) -> tuple[list[str], set[str], set[str]
 
 def _forget_sets(obs: Observation) -> tuple[set[str], set[str], set[str]]:
     """Return (F tombstoned, T targets with phantoms, K survivors) for a forgetting probe."""
-    tombstoned = {rid for rid, (_, active) in obs.records.items() if not active}
+    records = {rid: Record(*r) for rid, r in obs.records.items()}
+    tombstoned = {rid for rid, r in records.items() if not r.active}
+    # What states the change is not its target: a retraction ("I've quit pottery") or a record that says a
+    # current value ("Thursday, not Tuesday") mentions the old value and must stay, as the stale rule says.
+    stays = {rid for rid, r in records.items()
+             if r.retracted or RETRACTION.search(r.text) or metrics.mentions(r.text, obs.probe.expect)}
     targets: set[str] = set()
     for phrase in obs.probe.forgets:
-        hits = {rid for rid, (text, _) in obs.records.items() if metrics.mentions(text, [phrase])}
-        targets |= hits or {f"missing:{phrase}"}
+        hits = {rid for rid, r in records.items() if metrics.mentions(r.text, [phrase])}
+        targets |= (hits - stays) or ({f"missing:{phrase}"} if not hits else set())
     keep: set[str] = set()
     for phrase in obs.probe.survivors:
-        hits = {rid for rid, (text, _) in obs.records.items() if metrics.mentions(text, [phrase])}
+        hits = {rid for rid, r in records.items() if metrics.mentions(r.text, [phrase])}
         if hits or obs.verbatim:
             keep |= hits
             continue

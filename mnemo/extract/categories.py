@@ -34,8 +34,9 @@ ROUTINE = re.compile(r"\b(?:every|each)\s+\w+|\bon\s+(?:mon|tues|wednes|thurs|fr
 LESSON = re.compile(r"\blessons? learn(?:ed|t)\b|\bnext time\b|\bwe learn(?:ed|t) that\b|\bin future\b", re.I)
 
 
-TRANSIENT = re.compile(r"\bright now\b|\bat the moment\b|\btonight\b|\bthis (?:morning|afternoon|evening)\b",
-                        re.I)
+# Deictic times that place a clause in one moment or day: what holds then is an episode, not a lasting fact.
+TRANSIENT = re.compile(r"\bright now\b|\bat the moment\b|\btonight\b|\btoday\b|\byesterday\b|"
+                       r"\bthis (?:morning|afternoon|evening)\b", re.I)
 
 
 DECIDE = frozenset("decide agree choose settle opt pick commit".split())
@@ -54,7 +55,7 @@ def category_of(c: Clause, slot: str, entity: Entity, table_category: str | None
         return "lesson"
     if c.imperative:
         return "instruction"
-    if TRANSIENT.search(text) and not c.change:
+    if TRANSIENT.search(text) and not (c.old_value or c.prep == "to" or c.verb.lemma_ in lexicon.words("change_verbs")):
         # "I'm at the airport right now": a state of the moment, kept as an episode that fades.
         return "event"
     if c.verb.lemma_ in DECIDE or c.aspect == "intend" and entity.key in ("team",):

@@ -38,7 +38,6 @@ from .clauses import Clause, subtree
 from .entities import (
     NOT_KIND,
     TEAM,
-    USER,
     Entity,
     Mentions,
     attribute_of,
@@ -90,6 +89,24 @@ class Built:
     value_ids: frozenset[int] = frozenset()  # the tokens of its value, and the preposition that carried it
     replace: dict[int, str] | None = None
     relation: bool = False  # its slot is a verb relation ("work_at"), not an attribute noun
+    me: str = "the user"  # who "I" is in its text
+
+
+# Pronouns a memory's text may spell out: he and she name one person, and the turn resolves them to a
+# person it named. "It" and "they" may stand for a clause, a group or a thing: the text keeps them as said
+# (the claim's subject still holds what the turn resolved them to).
+SURE_PRONOUNS = frozenset({"he", "him", "his", "she", "her", "hers"})
+
+
+def sure(tokens: list[Token], replace: dict[int, str] | None) -> dict[int, str]:
+    """Return the replacements a memory's text may make: sure pronouns, and what is not a pronoun."""
+    return {i: r for i, r in (replace or {}).items() if not tokens or tokens[0].doc[i].pos_ != "PRON"
+            or tokens[0].doc[i].lower_ in SURE_PRONOUNS or tokens[0].doc[i].tag_ in ("WDT", "WP", "WP$")}
+
+
+def said(tokens: list[Token], replace: dict[int, str] | None, me: str) -> str:
+    """Return a clause's memory text: its own words, "I" as who said it, and only the sure pronouns resolved."""
+    return render(tokens, sure(tokens, replace), me=me)
 
 
 def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> list[Built]:
@@ -154,7 +171,8 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         slot_tokens = [t for t in slot_tokens if t.lower_ not in NOT_KIND] or slot_tokens
         phrase = slot_words_key(slot_tokens)
     else:
-        subj_entity = entity_of(thing, mentions) if thing is not None else (USER if c.imperative else Entity(None, ""))
+        subj_entity = entity_of(thing, mentions) if thing is not None else (
+            mentions.me if c.imperative else Entity(None, ""))
         if c.copula and c.prep is None:
             phrase = TYPED_SLOTS.get(vtype, "is")
             if phrase == "is" and value_tokens and any(t.lower_ in ("a", "an") for t in value_tokens[:1]):
@@ -216,7 +234,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
     if c.imperative and c.prep == "me":
         slot, single, table_category = canonical_slot(f"{c.verb.lemma_}", vtype, relation=True)
         slot = "preferred_name" if slot == "name" else slot
-        single, subj_entity = True, USER
+        single, subj_entity = True, mentions.me
     if c.copula and any(t.lemma_ == "due" and t.dep_ == "acomp" for t in c.tokens) and vtype == "date":
         slot, single, table_category = "deadline", True, "deadline"
     if c.verb.lemma_ == "prefer" and vtype == "name":
@@ -228,7 +246,8 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
     if c.relative_of is not None:
         tokens, replace = _relative(c, mentions, replace)
     category = category_of(c, slot, subj_entity, table_category, vtype)
-    frame = _Frame(c, subj_entity, slot, single, category, phrase, source, now, _about(c, subj_entity, mentions))
+    frame = _Frame(c, subj_entity, slot, single, category, phrase, source, now, _about(c, subj_entity, mentions),
+                   mentions.me.display)
     out: list[Built] = []
     parts = _conjuncts(value_tokens) if not single or relation else [value_tokens]
     if relation and value_tokens:
@@ -265,6 +284,7 @@ class _Frame:
     source: str
     now: datetime | None
     about: list[str]
+    me: str = "the user"  # who "I" is: the user, or a transcript line's speaker
 
     def build(self, value_tokens: list[Token], tokens: list[Token], replace: dict[int, str],
               slot: str | None = None, single: bool | None = None) -> Built:
@@ -294,9 +314,7 @@ class _Frame:
             meta["aspect"] = c.aspect
         if c.hedged:
             meta["hedged"] = True
-        text = render(tokens, replace)
-        if c.imperative and self.category == "instruction":
-            text = f"Instruction from the user: {text[0].lower()}{text[1:]}"
+        text = said(tokens, replace, self.me)
         if c.negated:
             meta["negated"] = True
         if slot == "deadline" and value and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
@@ -321,13 +339,13 @@ class _Frame:
             ids |= {k.i for k in head.children if k.dep_ == "det"}
             if head.head.dep_ == "prep" and head.head.i not in {t.i for t in c.tokens if t.i == c.verb.i}:
                 ids.add(head.head.i)
-        return Built(cand, entity, tokens, frozenset(ids), replace)
+        return Built(cand, entity, tokens, frozenset(ids), replace, me=self.me)
 
 
 def _dated(b: Built) -> Built:
     """Return a date claim marked as said of another claim's value (its text keeps that value)."""
     return Built(replace_field(b.candidate, meta={**b.candidate.meta, "dated": True}), b.entity, b.tokens,
-                 b.value_ids, b.replace, b.relation)
+                 b.value_ids, b.replace, b.relation, b.me)
 
 
 def _proper(t: Token) -> bool:
@@ -364,10 +382,10 @@ def _separate(built: list[Built]) -> list[Built]:
         others = set().union(*(o.value_ids for o in built if o is not b)) - b.value_ids
         kept = [t for t in b.tokens if t.i not in others]
         if others and b.value_ids & {t.i for t in kept} and len(kept) < len(b.tokens):
-            text = render(kept, b.replace)
+            text = said(kept, b.replace, b.me)
             meta = {**b.candidate.meta, "marks": sorted(marks(text))}
             b = Built(replace_field(b.candidate, text=text, meta=meta), b.entity, kept, b.value_ids, b.replace,
-                      b.relation)
+                      b.relation, b.me)
         out.append(b)
     return out
 
@@ -502,12 +520,12 @@ def _second_relations(c: Clause, frame: _Frame, tokens: list[Token], replace: di
             # "submit the tax forms by April 30", "must be signed by the end of the month": a deadline.
             owner = entity_of(obj, Mentions()) if obj is not None else frame.entity
             out.append(_dated(_Frame(c, owner, "deadline", True, "deadline", "deadline", frame.source, frame.now,
-                                     frame.about).build(subtree(pobj), tokens, replace)))
+                                     frame.about, frame.me).build(subtree(pobj), tokens, replace)))
         elif obj is not None and iso and frame.now is not None and iso >= frame.now.date().isoformat():
             # "I have a dentist appointment on Tuesday": a dated thing to come.
             owner = entity_of(obj, Mentions())
             out.append(_dated(_Frame(c, owner, "date", True, "event", "date", frame.source, frame.now,
-                                     frame.about).build(subtree(pobj), tokens, replace)))
+                                     frame.about, frame.me).build(subtree(pobj), tokens, replace)))
     heads = [t for t in used if t.head.i not in used_ids][:1]
     inner = [k for h in heads for k in h.children if k.dep_ == "prep"]
     # A preposition fronted before the verb ("At the pool my locker is 48") sets the scene; it is no claim.

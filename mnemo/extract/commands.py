@@ -54,6 +54,17 @@ def command_verb(sent: Any) -> tuple[str, Any] | None:
     return None
 
 
+def _object_predicative(verb: Any) -> bool:
+    """Return True for "keep X short", "keep it brief": a verb with an object complement says how X should
+    be, it does not ask to store X (an adjective right after the object counts: the parser often hangs it
+    elsewhere)."""
+    if any(c.dep_ in ("oprd", "acomp") for c in verb.children):
+        return True
+    obj = next((c for c in verb.children if c.dep_ == "dobj"), None)
+    after = obj.right_edge.i + 1 if obj is not None else None
+    return after is not None and after < len(verb.doc) and verb.doc[after].pos_ == "ADJ"
+
+
 def _infinitive(verb: Any) -> bool:
     return any(c.dep_ == "aux" and c.tag_ == "TO" for c in verb.children)
 
@@ -91,7 +102,7 @@ def as_command(verb: Any) -> tuple[str, Any] | None:
     if lemma in ("stop",) and any(c.dep_ == "xcomp" and c.lemma_ in lexicon.words("retention_verbs")
                                   for c in verb.children):
         return "forget", verb
-    if lemma in lexicon.words("retention_verbs"):
+    if lemma in lexicon.words("retention_verbs") and not _object_predicative(verb):
         return ("forget" if negated else "remember"), verb
     if lemma == "make" and any(c.lower_ == "note" for c in verb.children):
         return "remember", verb
@@ -145,6 +156,11 @@ def target_np(verb: Any) -> tuple[list[Any], str | None]:
         return [], None
     toks = [t for t in subtree(obj) if not (t.dep_ == "prep" and t.lower_ == "from") and t.head.lower_ != "from"]
     toks = [t for t in toks if not any(a.lower_ == "from" for a in t.ancestors if a.i > obj.i)]
+    # "the locker code I gave you", "the address I mentioned": a relative clause whose subject is the speaker
+    # says how it was shared, not what it is.
+    told = {t.i for r in subtree(obj) if r.dep_ == "relcl" and any(
+        k.dep_ == "nsubj" and k.lower_ in ("i", "we") for k in r.children) for t in subtree(r)}
+    toks = [t for t in toks if t.i not in told]
     qual = next((t.lower_ for t in toks if t.lower_ in ("old", "previous", "former", "current", "new")), None)
     return toks, qual
 
@@ -191,10 +207,15 @@ def forget_request(target: list[Any], qualifier: str | None, source: str, mentio
     elif attribute is None:
         entity = entities.entity_of(head, mentions)
         subject = entity.key
+        meta["subject_display"] = entity.display
     terms = sorted(content_tokens(" ".join(t.text for t in words)) - {"old", "previou", "former", "current", "new",
                                                                        "note", "memory", "memorie", "thing"})
     meta["forget"] = {"terms": terms, "qualifier": qualifier,
                       "scope": subject if subject in ("user", "team") and not attribute else None}
+    if any(t.lower_ == "about" for t in head.ancestors) and any(
+            t.lower_ in ("everything", "anything", "all") for t in head.sent):
+        # "Forget everything about my dog": every memory whose subject is the dog, not only its "dog" slot.
+        meta["forget"]["about"] = f"{subject}'s {attribute.replace('_', ' ')}" if subject and attribute else subject
     # The names, numbers and identifiers the request says, wherever they stand in it ("Forget Tom").
     meta["marks"] = sorted({t.lower_.removesuffix("'s") for t in words if t.pos_ == "PROPN" or t.like_num
                             or any(ch.isdigit() for ch in t.text) or "@" in t.text})

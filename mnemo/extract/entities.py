@@ -37,7 +37,7 @@ THIRD = {"he": "person", "him": "person", "his": "person", "she": "person", "her
 NOT_KIND = frozenset("new old current former previous latest present one real only main".split())
 
 
-@dataclass
+@dataclass(frozen=True)
 class Entity:
     """A subject as a claim holds it: its key, how to show it, and whether it is a person."""
 
@@ -54,26 +54,32 @@ TEAM = Entity("team", "the team", True)
 
 @dataclass
 class Mentions:
-    """Third-party entities mentioned so far in a turn, newest last, for resolving he / she / it / they."""
+    """Third-party entities mentioned so far in a turn, newest last, for resolving he / she / it / they.
+
+    `me` is who "I" is in the sentence being read: the user, or the named speaker of a transcript line.
+    """
 
     seen: list[Entity] = field(default_factory=list)
+    me: Entity = USER
     # An owned attribute named so far ("my manager" -> user, [manager]), by the key of its noun phrase, so a
     # pronoun that stands for it fills the same slot: "my manager is not Priya, it's Daniel".
     attributes: dict[str, tuple[Entity, list[Token]]] = field(default_factory=dict)
 
     def add(self, entity: Entity) -> None:
-        if entity.key and entity.key not in ("user", "team"):
+        if entity.key and entity.key not in ("user", "team", self.me.key):
             self.seen = [e for e in self.seen if e.key != entity.key] + [entity]
 
     def resolve(self, pronoun: str) -> Entity | None:
         """Return the newest entity of the pronoun's kind (person / thing); for he / she, else the newest of any.
 
         An entity not known to be a person may still be one (a name the tagger left untyped), so he / she
-        fall back to it; an entity known to be a person is never what "it" stands for.
+        fall back to it; an entity known to be a person is never what "it" stands for, and one named
+        person is never what "they" stands for (number: "they" is a group, or a thing).
         """
         want = THIRD.get(pronoun.lower())
         for e in reversed(self.seen):
-            if want == "any" or (want == "person") == e.person:
+            if want == "any" and not (e.person and " and " not in e.display) or want != "any" and (
+                    want == "person") == e.person:
                 return e
         return self.seen[-1] if self.seen and want == "person" else None
 
@@ -92,6 +98,10 @@ def span_text(tokens: list[Token]) -> str:
 def number_after(tok: Token) -> list[Token]:
     """Return the bare number right after a noun ("Flat 2", "room 216"), which names it whatever the parse says."""
     doc = tok.doc
+    if tok.i + 2 < len(doc) and doc[tok.i + 1].text in ("#", "no", "No", "No.", "nr") and doc[tok.i + 2].like_num \
+            and tok.pos_ in ("NOUN", "PROPN"):
+        # "Customer #3181", "Room No 12": the number sign goes with the number.
+        return [doc[tok.i + 1], doc[tok.i + 2]]
     if tok.i + 1 < len(doc):
         nxt = doc[tok.i + 1]
         after = doc[nxt.i + 1] if nxt.i + 1 < len(doc) else None
@@ -142,12 +152,12 @@ def entity_of(tok: Token, mentions: Mentions) -> Entity:
     """
     low = tok.lower_
     if tok.dep_ in ("nsubj", "nsubjpass") and any(k.dep_ == "conj" and k.lower_ in ("i", "me") for k in tok.children):
-        return USER
+        return mentions.me
     if IDENTIFIER.fullmatch(tok.text):
         return Entity(tok.text.upper(), tok.text.upper())
     if tok.pos_ == "PRON" or low in FIRST_SINGULAR | FIRST_PLURAL:
         if low in FIRST_SINGULAR:
-            return USER
+            return mentions.me
         if low in FIRST_PLURAL:
             return TEAM
         found = mentions.resolve(low) if low in THIRD else None
@@ -180,7 +190,7 @@ def entity_of(tok: Token, mentions: Mentions) -> Entity:
     if anchor is not None:
         # "the tenant in Flat 2": a noun anchored to a named or numbered thing keeps the anchor in its key.
         inside = [x for x in subtree(anchor) if x.i != anchor.i and x.dep_ != "det"]
-        words = [*words, anchor, *inside, *number_after(max(inside, key=lambda t: t.i))]
+        words = [*words, *number_after(tok), anchor, *inside, *number_after(max(inside, key=lambda t: t.i))]
     else:
         words = [*words, *number_after(tok)]
     shown = span_text([t for t in words if t.dep_ != "det"])

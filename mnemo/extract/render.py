@@ -2,9 +2,11 @@
 
     render(tokens, replace={i: "the user's mechanic"})   # "The user's mechanic put his rate up to 60 GBP."
 
-First-person pronouns become "the user" (singular: I, me, my) or "the team" (we, us, our), and
-the finite verb of such a subject agrees with it ("I am" -> "the user is", "we have" -> "the
-team has"). Everything else is kept as written, with the parse's own whitespace.
+The first person singular becomes who said it (`me`: "the user", or a transcript's speaker by
+name: I, me, my -> "Owen", "Owen's"), and the finite verb of such a subject agrees with it ("I
+am" -> "the user is"). The first person plural stays as said: "we" may be a household, a team
+or a family, and the words do not say which. Everything else is kept as written, with the
+parse's own whitespace, but for leading filler ("please", "oh", "so") and what `replace` names.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 Token = Any
-_FIRST = {"i": "the user", "me": "the user", "my": "the user's", "mine": "the user's", "myself": "the user",
-          "we": "the team", "us": "the team", "our": "the team's", "ours": "the team's", "ourselves": "the team"}
+_FIRST = ("i", "me", "my", "mine", "myself")
 _AGREE = {"am": "is", "'m": "is", "are": "is", "'re": "is", "have": "has", "'ve": "has", "do": "does",
           "were": "was", "was": "was", "'d": "would", "'ll": "will"}
 _IRREGULAR = {"go": "goes", "be": "is"}
@@ -51,12 +52,23 @@ def _finite(subject: Token) -> Token | None:
     return None
 
 
-def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *, third: bool = True) -> str:
-    """Return the tokens as one third-person sentence (see the module docstring)."""
+def _first(low: str, me: str) -> str:
+    """Return what a first-person singular pronoun becomes when `me` said it."""
+    return f"{me}'s" if low in ("my", "mine") else me
+
+
+def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *, third: bool = True,
+           me: str = "the user") -> str:
+    """Return the tokens as one sentence in the third person for whoever `me` is (see the module docstring)."""
     replace = dict(replace or {})
     toks = list(tokens)
     while toks and (toks[0].is_punct or toks[0].dep_ in ("intj", "cc") or toks[0].lower_ in _DROP_LEADING):
         toks.pop(0)
+    # A name said to the listener before a comma ("John, I've been ...") addresses them; it says nothing.
+    names = next((k for k, t in enumerate(toks) if t.pos_ != "PROPN"), len(toks))
+    if 0 < names < len(toks) and toks[names].text == "," and all(
+            t.dep_ not in ("nsubj", "nsubjpass") for t in toks[:names]):
+        toks = toks[names + 1:]
     while toks and toks[-1].is_punct and toks[-1].text not in (")", '"', "'"):
         toks.pop()
     if third:
@@ -64,8 +76,8 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
             low = t.lower_
             if t.i in replace or t.pos_ != "PRON" or low not in _FIRST:
                 continue
-            replace[t.i] = _FIRST[low]
-            if t.dep_ in ("nsubj", "nsubjpass") and low in ("i", "we"):
+            replace[t.i] = _first(low, me)
+            if t.dep_ in ("nsubj", "nsubjpass") and low == "i":
                 verb = _finite(t)
                 if verb is not None and verb.i not in replace:
                     word = verb.text if verb.lower_ not in _AGREE else _AGREE[verb.lower_]

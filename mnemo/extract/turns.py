@@ -38,13 +38,24 @@ from typing import Any
 from .. import lexicon
 from ..config import WriteConfig
 from ..model import Candidate, Turn
-from ..normalise import canonical_attribute, canonical_subject, chitchat, content_tokens, sentences
+from ..normalise import canonical_attribute, chitchat, content_tokens, sentences
 from . import claims as claims_mod
 from . import entities, slots
+from .categories import BASE_IMPORTANCE, LESSON
 from .clauses import analyse, heads, truth_frame
 from .commands import POINTER, command_verb, forget_request, target
 from .parser import RECENT_SIZE, parse
 from .render import render
+from .said import (
+    as_said,
+    asks_the_assistant,
+    attach_fragments,
+    content_words,
+    leans_on_context,
+    points_back_to,
+    states,
+)
+from .speakers import USER_SPEAKER, Speaker, speaker_lines
 from .values import marks
 
 IDENTITY_ATTRIBUTES = frozenset({"name", "city", "address", "job_title", "employer", "email", "phone", "mobile",
@@ -61,9 +72,6 @@ INJECTION = re.compile(
 _EMPHASIS = re.compile(r"\b(?:important|importantly|critical|crucial|urgent|urgently|asap|vital|essential|"
                        r"never forget)\b|!!", re.I)
 _HEDGE = re.compile(r"\b(?:maybe|perhaps|probably|i think|i guess|not sure|might)\b", re.I)
-_SPEAKER = re.compile(r"^\s*(?P<who>[A-Z][\w .'-]{0,40}?)\s*:\s+(?P<text>\S.*)$")
-_ASSISTANT = frozenset({"assistant", "ai", "bot", "agent", "system", "mnemo", "model", "gpt", "claude", "qwen"})
-_USER_SPEAKERS = frozenset({"user", "me", "human", "customer", "client", "you"})
 _SOCIAL = frozenset("wow awesome amazing great cool nice glad happy sound sounds congratulations congrats luck "
                     "proud wonderful fantastic thank thanks hope soon fun sweet lovely super totally definitely "
                     "absolutely bye hey hi hello yeah sure exactly agree true sorry hear love appreciate cheers "
@@ -81,30 +89,6 @@ class TurnState:
     commands: bool
     mentions: entities.Mentions = field(default_factory=entities.Mentions)
     said: list[list[Candidate]] = field(default_factory=list)  # the claims of each statement, in order
-
-
-def speaker_lines(text: str, user: str | None) -> list[tuple[str | None, str]]:
-    """Return (speaker, text) parts of a turn: one part with speaker None unless it is a "Name: ..." transcript.
-
-    A speaker is "user" for the user's own lines, None for lines that are not the user's or a
-    named person's (assistant lines are dropped), else the named speaker's canonical key.
-    """
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    labelled = [_SPEAKER.match(ln) for ln in lines]
-    if len(lines) < 2 or sum(m is not None for m in labelled) < 2:
-        return [(None, text)]
-    out: list[tuple[str | None, str]] = []
-    who: str | None = None
-    for line, m in zip(lines, labelled, strict=True):
-        if m is not None:
-            name = m["who"].strip()
-            low = name.lower()
-            who = ("#assistant" if low in _ASSISTANT else "user" if low in _USER_SPEAKERS or
-                   (user and low == user.lower()) else canonical_subject(name))
-            line = m["text"]
-        if who != "#assistant":
-            out.append((who, line))
-    return out
 
 
 _SPLICE = re.compile(r",\s+(?=(?:I|we|he|she|they|it|I'm|I've|I'd|we're|it's)\s)")
@@ -197,10 +181,15 @@ def _heading(whole: Any, rest: Any) -> bool:
     """
     colon = next((t for t in whole if t.text == ":"), None)
     label = whole[:colon.i] if colon is not None else []
-    if not label or any(t.pos_ in ("PROPN", "PRON") or t.tag_ in ("VBD", "VBZ", "VBP", "MD") for t in label):
+    if not label:
+        return False
+    named = any(t.lower_ in lexicon.words("heading_labels") for t in label)
+    if not named and any(t.pos_ in ("PROPN", "PRON") or t.tag_ in ("VBD", "VBZ", "VBP", "MD") for t in label):
         return False
     root = rest[:].root
-    return root.pos_ in ("VERB", "AUX") and any(c.dep_ in ("nsubj", "nsubjpass", "expl") for c in root.children)
+    # A clause with a subject, or (under a heading word) an imperative: "Lesson learned: never deploy on Fridays".
+    return root.pos_ in ("VERB", "AUX") and (named and root.tag_ == "VB" or any(
+        c.dep_ in ("nsubj", "nsubjpass", "expl") for c in root.children))
 
 
 def _chunks(text: str, limit: int) -> tuple[list[str], int]:
@@ -220,11 +209,28 @@ def _chunks(text: str, limit: int) -> tuple[list[str], int]:
 
 
 def _is_question(sent: Any) -> bool:
+    """Return True for a question; a statement with a question tag ("X means Y, right?") is a statement.
+
+    A tagged statement keeps declarative order: its first clause has its subject before its verb
+    and no question word or inverted auxiliary opens it; the tag after the last comma is short.
+    """
     text = sent.text.strip()
     if text.endswith("?"):
-        return True
-    first = next((t for t in sent if not t.is_punct and t.dep_ != "intj"), None)
-    return first is not None and first.tag_ in ("WDT", "WP", "WRB") and sent.root.tag_ != "VBD" and text.endswith("?")
+        return not _tagged(sent)
+    return False
+
+
+def _tagged(sent: Any) -> bool:
+    """Return True when a "?" sentence is a statement with a short tag after a comma ("..., right?")."""
+    commas = [t.i for t in sent if t.text == ","]
+    if not commas or sent.end - commas[-1] > 5:
+        return False
+    body = sent.doc[sent.start:commas[-1]]
+    first = next((t for t in body if not t.is_punct and t.dep_ not in ("intj", "cc")), None)
+    if first is None or first.tag_ in ("WDT", "WP", "WP$", "WRB") or first.pos_ == "AUX":
+        return False
+    verb = next((t for t in body if t.pos_ in ("VERB", "AUX") and t.dep_ not in ("aux", "auxpass", "amod")), None)
+    return verb is not None and any(c.dep_ in ("nsubj", "nsubjpass", "expl") and c.i < verb.i for c in verb.children)
 
 
 def _informative(text: str) -> bool:
@@ -236,13 +242,13 @@ def _informative(text: str) -> bool:
 
 
 def _note(sent: Any, source: str, *, suspicious: bool = False, importance: float = 0.3,
-          category: str = "note", kind: str = "episodic") -> Candidate:
-    """Return a note: the sentence as said, third person (quoted as data when it looks like an injection)."""
-    text = sent if isinstance(sent, str) else render(list(sent))
+          category: str = "note", kind: str = "episodic", me: Speaker = USER_SPEAKER) -> Candidate:
+    """Return a note: the sentence as said, "I" as who said it (quoted as data when it looks like an injection)."""
+    text = sent if isinstance(sent, str) else render(list(sent), me=me.display)
     shown = f'The user wrote (stored as data): "{source.strip()}"' if suspicious else text
     ids = sorted({m.group(0).upper() for m in re.finditer(r"\b[A-Za-z]{1,6}(?:-[A-Za-z0-9]{1,10})*-\d[A-Za-z0-9]*\b",
                                                            source)})
-    subject = ids[0] if ids else ("user" if re.match(r"^(?:I|my|me)\b", source.strip(), re.I) else
+    subject = ids[0] if ids else (me.key if re.match(r"^(?:I|my|me)\b", source.strip(), re.I) else
                                   "team" if re.match(r"^(?:we|our)\b", source.strip(), re.I) else None)
     meta: dict[str, Any] = {"source_text": source, "rule": "note.suspicious" if suspicious else "note",
                             "extractor": claims_mod.EXTRACTOR, "marks": sorted(marks(shown))}
@@ -363,38 +369,43 @@ def _says_something(c: Any) -> bool:
     return bool(content_tokens(text) - _SOCIAL)
 
 
-def _statement(sent: Any, source: str, st: TurnState, speaker: str | None) -> list[Candidate]:
-    """Return the claims of one declarative sentence (see the module docstring)."""
+def _statement(sent: Any, source: str, st: TurnState) -> list[Candidate]:
+    """Return the claims of one declarative sentence, each with its text as said (see `as_said`)."""
     _named(sent, st, before_pronouns=True)
     frame = truth_frame(sent)
     # "It is not true that S" says S is false: S's claims, denied.
     all_heads = heads(sent, frame[0]) if frame else heads(sent)
     skip = {h.i for h, _ in all_heads}
-    out: list[Candidate] = []
+    built: list[claims_mod.Built] = []
     for head, inherited in all_heads:
+        if head.pos_ in ("ADP", "SCONJ", "CCONJ", "PART", "INTJ", "DET", "PUNCT") and not any(
+                k.dep_ in ("nsubj", "nsubjpass") for k in head.children):
+            # A misparse that heads a clause with "Because" or "of" and no subject reads no clause at all
+            # (one that gives such a word a subject, "I no longer like coffee", is a verb mistagged).
+            continue
         c = analyse(head, inherited, sent, skip)
         if _about_memory(c) or not _says_something(c):
             continue
-        for built in claims_mod.claim(c, st.mentions, st.now, source):
-            cand = built.candidate
-            if speaker and speaker not in ("user",) and cand.subject == "user":
-                cand = replace(cand, subject=speaker, text=cand.text.replace("The user", speaker.title(), 1)
-                               .replace("the user", speaker.title()), meta={**cand.meta, "speaker": speaker})
-            st.mentions.add(built.entity)
-            out.append(cand)
-        if c.cause and any(t.lemma_.lower() in lexicon.words("failure_words") for t in c.cause) and out:
+        for b in claims_mod.claim(c, st.mentions, st.now, source):
+            st.mentions.add(b.entity)
+            built.append(b)
+        if c.cause and any(t.lemma_.lower() in lexicon.words("failure_words") for t in c.cause) and built \
+                and not points_back_to(c.cause):
             # "because the migration failed": the failure is a memory of its own, said before the change it caused.
             head = c.cause_head if c.cause_head is not None and c.cause_head.pos_ in ("VERB", "AUX") else None
-            said = [b.candidate for b in claims_mod.claim(analyse(head, None, sent, set()), st.mentions, st.now,
-                                                          source)] if head is not None else []
-            failed = said[0] if said else _note(render(c.cause), source, importance=0.6, category="failure",
-                                                kind="episodic")
-            failed = replace(failed, category="failure", kind="episodic", cause=None, single_valued=False,
-                             meta={**failed.meta, "from_cause": True, "rule": "failure.cause"})
-            out.insert(len(out) - 1, failed)
+            said = claims_mod.claim(analyse(head, None, sent, set()), st.mentions, st.now, source) \
+                if head is not None else []
+            failed = said[0] if said else claims_mod.Built(
+                _note(render(c.cause, me=st.mentions.me.display), source, importance=0.6, category="failure",
+                      kind="episodic"), st.mentions.me, list(c.cause))
+            failed.candidate = replace(failed.candidate, category="failure", kind="episodic", cause=None,
+                                       single_valued=False,
+                                       meta={**failed.candidate.meta, "from_cause": True, "rule": "failure.cause"})
+            built.insert(len(built) - 1, failed)
     _named(sent, st)
+    out = as_said([b for b in built if states(b.candidate)], sent, st.mentions.me.display)
     if frame and frame[1]:
-        said = render(list(sent))
+        said = render(list(sent), me=st.mentions.me.display)
         out = [replace(c, negated=not c.negated, single_valued=False, text=said,
                        meta={**c.meta, "negated": not c.negated, "denied": True, "marks": sorted(marks(said))})
                for c in out]
@@ -412,14 +423,14 @@ def _seed_mentions(doc: Any, st: TurnState) -> None:
 
 
 def _layout(text: str, context: Sequence[Turn], cfg: WriteConfig, user: str | None
-            ) -> tuple[list[tuple[str | None, str]], int, dict[int, str], Turn | None, list[tuple[str, str]]]:
+            ) -> tuple[list[tuple[Speaker, str]], int, dict[int, str], Turn | None, list[tuple[str, str]]]:
     """Return how a turn is read, before any parse: its prose as (speaker, sentence) chunks, sentences left
     unread, the clauses after a "Label:" heading by chunk, the context turn that seeds its mentions, and
     its code blocks (`without_code`)."""
     text, blocks = without_code(text)
-    chunks: list[tuple[str | None, str]] = []
+    chunks: list[tuple[Speaker, str]] = []
     left = 0
-    for speaker, part in speaker_lines(text, user):
+    for speaker, part in speaker_lines(text, user, context):
         found, more = _chunks(part, cfg.max_sentences - len(chunks))
         chunks += [(speaker, s) for s in found]
         left += more
@@ -453,13 +464,16 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
     if seed is not None:
         # "His sister ..." may point at someone named in the previous turn of the session.
         _seed_mentions(docs.pop(), st)
-    keep = set()
+    keep, lessons = set(), set()
     for k, doc in zip(rests, docs[len(texts):], strict=True):
         if not _heading(docs[k], doc):
             continue
         if docs[k][0].lemma_.lower() in lexicon.words("retention_verbs"):
             # "Note to self: X" / "Remember: X" ask to keep X, as "remember that X" does.
             keep.add(k)
+        if LESSON.search(chunks[k][1][:len(chunks[k][1]) - len(rests[k])]):
+            # "Lesson learned: X": X is a lesson, whatever its own clause reads as.
+            lessons.add(k)
         docs[k] = doc  # the clause is read alone; the chunk stays as said (the claims' source text)
     del docs[len(texts):]
     for k, ((speaker, raw), doc) in enumerate(zip(chunks, docs, strict=True)):
@@ -467,20 +481,25 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
             st.said.append([_note(raw, raw, suspicious=True)])
             continue
         emphasis, hedge = bool(_EMPHASIS.search(raw)), bool(_HEDGE.search(raw))
+        st.mentions.me = speaker.entity
         for sent in doc.sents:
             said = _sentence(sent, raw, st, speaker, emphasis, hedge)
+            if k in lessons:
+                said = [replace(c, category="lesson", kind="procedural", single_valued=False,
+                                importance=max(c.importance, BASE_IMPORTANCE["lesson"])) for c in said]
             st.said.append([finalise(c, st.cfg, emphasis=False, hedge=False, pinned=True) for c in said]
                            if k in keep else said)
+    st.said = attach_fragments(st.said)
     st.said += [[_code_note(lang, code)] for lang, code in blocks]
     return [c for said in st.said for c in said], left
 
 
-def _sentence(sent: Any, raw: str, st: TurnState, speaker: str | None, emphasis: bool, hedge: bool) -> list[Candidate]:
+def _sentence(sent: Any, raw: str, st: TurnState, speaker: Speaker, emphasis: bool, hedge: bool) -> list[Candidate]:
     """Return the claims of one parsed sentence: a command, a condition on the last statement, claims, or a note."""
     text = sent.text.strip()
     if not text or chitchat(text.rstrip(" .!?")):
         return []
-    command = command_verb(sent) if speaker in (None, "user") else None
+    command = command_verb(sent) if speaker.key == "user" else None
     if command is not None:
         kind, verb = command
         if kind == "forget":
@@ -492,7 +511,11 @@ def _sentence(sent: Any, raw: str, st: TurnState, speaker: str | None, emphasis:
         if pointer:
             found = _from_context(st, raw) if not any(st.said) else [c for c in st.said[-1]]
         else:
-            found = _content_of(tgt, raw, st, speaker) or [_note(render(tgt), raw, kind="semantic")]
+            found = _content_of(tgt, raw, st) or [_note(sent, raw, kind="semantic", me=speaker)]
+        # What the person asked to keep is kept whole: a short request ("Remember to buy milk.") as said.
+        whole = render(list(sent), me=speaker.display)
+        found = [replace(c, text=c.text if content_words(parse([c.text])[0]) >= 3 or c.meta.get("suspicious") else whole,
+                         meta={k: v for k, v in c.meta.items() if k != "fragment"}) for c in found]
         return [finalise(c, st.cfg, emphasis=emphasis, hedge=False, pinned=not c.meta.get("suspicious"))
                 for c in found]
     if _is_question(sent):
@@ -508,22 +531,21 @@ def _sentence(sent: Any, raw: str, st: TurnState, speaker: str | None, emphasis:
         if main or len(sent) < 14:
             return []
     found = [finalise(c, st.cfg, emphasis=emphasis, hedge=hedge or c.meta.get("hedged", False), pinned=False)
-             for c in _statement(sent, raw, st, speaker)]
-    # A claim whose value is only a pronoun ("Tom assigned it") says nothing the turn does not say better.
-    # A copula or an instruction with nothing after it ("I'm.", "Please delete.") states nothing.
-    found = [c for c in found if (c.value or c.attribute or c.category == "failure")
-             and (c.value or c.negated or c.category == "failure" or not (
-                 c.category == "instruction" or c.meta.get("slot_phrase") in ("is", "is_a", "name")
-                 or c.attribute in lexicon.slot_families() or c.attribute == "name"))
-             and (c.value or "").lower() not in POINTER | {"them", "him",
-                                                                                                   "her", "one"}]
+             for c in _statement(sent, raw, st)]
+    if found and speaker.key == "user" and asks_the_assistant(sent):
+        # "Keep replies brief, bullet points suit me best": a rule for the assistant, kept whole as one.
+        found = [replace(c, category="instruction", kind="procedural", importance=max(
+            c.importance, BASE_IMPORTANCE["instruction"])) if c.category in ("fact", "note", "event") else c
+            for c in found]
     if not found and _informative(text):
-        note = _note(sent, raw, category="event" if sent.root.tag_ == "VBD" else "note")
+        note = _note(sent, raw, category="event" if sent.root.tag_ == "VBD" else "note", me=speaker)
+        if leans_on_context(sent):
+            note = replace(note, meta={**note.meta, "fragment": True})
         found = [finalise(note, st.cfg, emphasis=emphasis, hedge=hedge, pinned=False)]
     return found
 
 
-def _content_of(tgt: list[Any], raw: str, st: TurnState, speaker: str | None) -> list[Candidate]:
+def _content_of(tgt: list[Any], raw: str, st: TurnState) -> list[Candidate]:
     """Return the claims of the content of a remember request ("remember that X" -> X's claims)."""
     tgt = [t for t in tgt if not (t.dep_ == "mark" and t.lower_ in ("that", "whether"))]
     if not tgt:
@@ -531,7 +553,7 @@ def _content_of(tgt: list[Any], raw: str, st: TurnState, speaker: str | None) ->
     doc = parse([render(tgt, third=False)])[0]
     out: list[Candidate] = []
     for sent in doc.sents:
-        out += _statement(sent, raw, st, speaker)
+        out += _statement(sent, raw, st)
     return out
 
 

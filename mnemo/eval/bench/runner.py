@@ -52,6 +52,10 @@ SUMMARY_COLUMNS = {
     "beam": ["n", "current", "stale", "superseded_shown", "both_surfaced", "abstained", "evidence_recall", "tokens"],
     "mquake": ["n", "current_top1", "current_packed", "stale", "chain_recall", "stale_shown", "cascade_ok", "tokens"],
     "prefeval": ["n", "R@5", "R@10", "RR", "pref_packed", "abstained", "tokens"],
+    "written": ["n", "kept", "answer@256", "bm25@256", "dense@256", "answer@512", "bm25@512", "dense@512",
+                "abstained@512", "fragment_rate"],
+    "pairs": ["n", "accuracy", "update_precision", "update_recall", "update_n", "same_precision", "same_recall",
+              "same_n"],
     "meme": ["n", "passed", "real_pass", "context_recall", "leaked", "stale", "abstained", "items", "tokens"],
 }
 

@@ -1,0 +1,199 @@
+"""What a memory says: the speaker's own words, kept whole, with the claims read from them as an index.
+
+    as_said(built, sent, me)          # the sentence's claims, each with a text that keeps what was said
+    attach_fragments(said)            # a short sentence joined to the statement it leans on
+    leans_on_context(sent)            # "That's neat.", "It took three weekends.": evidence only beside another
+
+A claim's text is its clause, rendered with "I" as who said it and only sure pronouns resolved
+(`claims.said`), when that clause reads as a sentence; else the whole sentence. When the clauses
+kept leave words of the sentence out, the first claim takes the whole sentence. A sentence that
+leans on what came before is joined to the statement it follows. So no memory is worse evidence
+than the sentence it came from, and nothing stored is a heading, a lone noun phrase or a verbless
+fragment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from .. import lexicon
+from ..model import Candidate
+from ..normalise import STOPWORDS
+from . import claims as claims_mod
+from . import entities
+from .commands import POINTER
+from .render import render
+from .values import marks
+
+CONTENT_POS = frozenset({"NOUN", "PROPN", "VERB", "ADJ", "ADV", "NUM"})
+
+
+_FILLER = frozenset("please oh ah well so hey hi hello ok okay yeah also anyway btw".split())
+
+
+def words_of(tokens: Sequence[Any]) -> set[str]:
+    """Return the content words of parsed tokens, lower-cased: no pronoun, punctuation or function word."""
+    return {t.lower_ for t in tokens if not (t.is_punct or t.is_space or t.pos_ in ("PRON", "DET", "ADP", "CCONJ",
+                                                                                    "SCONJ", "PART", "INTJ", "AUX")
+                                             or t.lower_ in STOPWORDS or t.lower_ in _FILLER)}
+
+
+def content_words(tokens: Sequence[Any], named: frozenset[int] = frozenset()) -> int:
+    """Return how many content words parsed tokens hold: nouns, names, main verbs, adjectives, adverbs,
+    numbers, and the pronouns a memory spells out (the first person as who said it; `named`, the
+    positions of the pronouns it resolves)."""
+    return sum(1 for t in tokens if t.pos_ in CONTENT_POS and not t.is_punct
+               or t.pos_ == "PRON" and (t.lower_ in entities.FIRST_SINGULAR or t.i in named))
+
+
+def sentence_like(tokens: Sequence[Any], named: frozenset[int] = frozenset()) -> bool:
+    """Return True when tokens read as a sentence: a verb, and at least three content words (no heading,
+    no verbless fragment, no lone noun phrase)."""
+    return any(t.pos_ in ("VERB", "AUX") for t in tokens) and content_words(tokens, named) >= 3
+
+
+def _names_its_subject(verb: Any, named: frozenset[int]) -> bool:
+    """Return True when a clause's subject names who or what it is about (not a pronoun pointing back)."""
+    subj = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+    if subj is None:
+        return False
+    if subj.pos_ == "PRON":
+        return subj.lower_ in entities.FIRST_SINGULAR | entities.FIRST_PLURAL | {"you"} or subj.i in named
+    return not any(c.dep_ == "det" and c.lower_ in ("this", "that", "these", "those") for c in subj.children)
+
+
+def leans_on_context(sent: Any, named: frozenset[int] = frozenset()) -> bool:
+    """Return True for a sentence that is evidence only beside what was said before it.
+
+    Its subject points back (a pronoun the text does not resolve, "It took three weekends.", or a
+    demonstrative, "That photo is great."), or is left out of a finite verb ("Looks great."), and
+    it is short; or its verb is elided ("Caroline hasn't."); or it has under three content words
+    and nothing that names what it is about ("Lovely day."). `named`: the positions of pronouns
+    the memory's text resolves ("She got the job" -> "Kwame got the job").
+    """
+    n = content_words(sent, named)
+    root = sent.root
+    subj = next((c for c in root.children if c.dep_ in ("nsubj", "nsubjpass", "csubj", "expl")), None)
+    if any(_names_its_subject(t, named) for t in sent if t.dep_ in ("conj", "ccomp", "parataxis")
+           and t.pos_ in ("VERB", "AUX") and t.head.i == root.i):
+        # "It's a tough issue, but we've gotta do what we can": a second clause says who it is about.
+        return False
+    if subj is None:
+        return n < 3 or root.tag_ in ("VBZ", "VBD", "VBP", "MD") and n < 5
+    if subj.pos_ == "PRON" and subj.lower_ not in entities.FIRST_SINGULAR | entities.FIRST_PLURAL | {"you"} \
+            and subj.i not in named:
+        return n < 6
+    if any(c.dep_ == "det" and c.lower_ in ("this", "that", "these", "those") for c in subj.children):
+        return n < 6
+    return root.pos_ == "AUX" and not any(c.dep_ in ("attr", "acomp", "dobj", "xcomp", "ccomp", "prep", "advmod",
+                                                     "oprd", "npadvmod") for c in root.children)
+
+
+def as_said(built: list[claims_mod.Built], sent: Any, me: str) -> list[Candidate]:
+    """Return the sentence's claims with texts that keep what was said.
+
+    A claim keeps its clause's own text (`claims.said`: "I" as who said it, only sure pronouns
+    resolved) when that clause reads as a sentence. A clause that does not (a fragment: "Answers.",
+    a lone noun phrase, no verb) takes the whole sentence as its text instead. And when the
+    clauses kept leave out content words of the sentence (a clause no claim came from, a word the
+    reading dropped), the first claim takes the whole sentence, so that no memory of the sentence
+    is worse evidence than the sentence itself.
+    """
+    if not built:
+        return []
+    whole = render(list(sent), me=me)
+    out: list[Candidate] = []
+    covered: set[str] = set()
+    for b in built:
+        c = b.candidate
+        named = frozenset(claims_mod.sure(b.tokens, b.replace))
+        if b.tokens and not sentence_like(b.tokens, named) and not c.meta.get("from_cause"):
+            c = replace(c, text=whole, meta={**c.meta, "as_said": "sentence", "marks": sorted(marks(whole))})
+            covered |= words_of(sent)
+        elif b.tokens:
+            covered |= words_of(b.tokens)
+        out.append(c)
+    missing = words_of(sent) - covered
+    if missing and all(c.text != whole for c in out):
+        first = next((k for k, b in enumerate(built) if b.tokens and not b.candidate.meta.get("from_cause")), 0)
+        c = out[first]
+        out[first] = replace(c, text=whole, meta={**c.meta, "as_said": "sentence", "marks": sorted(marks(whole))})
+    named = frozenset(i for b in built for i in claims_mod.sure(b.tokens, b.replace))
+    if leans_on_context(sent, named):
+        # The sentence itself is too short to stand alone: the turn joins it to a neighbour.
+        out = [replace(c, text=whole, meta={**c.meta, "fragment": True}) for c in out]
+    return out
+
+
+def asks_the_assistant(sent: Any) -> bool:
+    """Return True for a sentence that tells the listener what to do: an imperative clause (a base-form verb
+    with no subject and no "to", main or adverbial) in a sentence of three content words or more."""
+    return content_words(sent) >= 3 and any(
+        t.tag_ == "VB" and t.dep_ in ("ROOT", "advcl", "conj") and not any(
+            k.dep_ in ("nsubj", "nsubjpass", "expl") or k.dep_ == "aux" and k.lower_ == "to" for k in t.children)
+        and not (t.dep_ == "conj" and any(k.dep_ in ("nsubj", "nsubjpass") for k in t.head.children)) for t in sent)
+
+
+def points_back_to(tokens: Sequence[Any]) -> bool:
+    """Return True for a cause that names something said before ("because of that failure"): a noun phrase
+    with a demonstrative and no verb of its own refers back; it is not a new event."""
+    return not any(t.pos_ in ("VERB", "AUX") and t.dep_ != "amod" for t in tokens) and any(
+        t.dep_ == "det" and t.lower_ in ("this", "that", "these", "those") for t in tokens)
+
+
+def states(c: Candidate) -> bool:
+    """Return False for a claim that states nothing of its own.
+
+    A claim whose value is only a pronoun ("Tom assigned it") says nothing the turn does not say
+    better; a copula or an instruction with nothing after it ("I'm.", "Please delete.") states nothing.
+    """
+    return bool(c.value or c.attribute or c.category == "failure") and bool(
+        c.value or c.negated or c.category == "failure" or not (
+            c.category == "instruction" or c.meta.get("slot_phrase") in ("is", "is_a", "name")
+            or c.attribute in lexicon.slot_families() or c.attribute == "name")) and \
+        (c.value or "").lower() not in POINTER | {"them", "him", "her", "one"}
+
+
+def attach_fragments(said: list[list[Candidate]]) -> list[list[Candidate]]:
+    """Return the turn's statements with each fragment joined to the statement before it (else after it).
+
+    A sentence too short to stand alone ("It was Matt Patterson.", "That's neat.") is evidence only
+    beside what it follows: its words go onto the memory of the previous statement of the turn
+    (or the next one), as said, so nothing is stored that is not a sentence and nothing said is
+    lost. A turn made only of fragments stores nothing.
+    """
+    out: list[list[Candidate]] = []
+    waiting: list[Candidate] = []
+    for cands in said:
+        if cands and all(c.meta.get("fragment") for c in cands):
+            text = cands[0].text
+            kept = next((k for k in range(len(out) - 1, -1, -1) if out[k]), None)
+            if kept is not None and out[kept][-1].command is None:
+                joined = f"{out[kept][-1].text} {text}"
+                out[kept][-1] = _with_text(out[kept][-1], joined)
+                # A claim the fragment makes ("..., it's Dr. Lindqvist") stays a claim, in the joined words.
+                out.append([_with_text(c, joined) for c in cands if _claims(c)])
+            else:
+                waiting.extend(cands)
+                out.append([])
+            continue
+        if waiting and cands and cands[0].command is None:
+            joined = " ".join([waiting[0].text, cands[0].text])
+            cands = [_with_text(cands[0], joined), *cands[1:], *(_with_text(c, joined) for c in waiting if _claims(c))]
+            waiting = []
+        out.append(cands)
+    # Fragments with nothing to lean on: a claim about someone or something named, or a correction ("Actually
+    # it's 84, not 48."), is kept in its own words; the rest ("Looks great.") says nothing alone.
+    out.append([c for c in waiting if _claims(c) and (c.subject or c.old_value)])
+    return out
+
+
+def _claims(c: Candidate) -> bool:
+    """Return True for a candidate that holds a claim (a slot and a value), not only words."""
+    return bool(c.attribute and c.value and c.meta.get("rule") != "note")
+
+
+def _with_text(c: Candidate, text: str) -> Candidate:
+    return replace(c, text=text, meta={**c.meta, "marks": sorted(marks(text)), "joined": True})
