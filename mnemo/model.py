@@ -236,7 +236,7 @@ class TraceEntry:
     memory_id: str
     text: str
     included: bool
-    reason: str  # packed | pinned | budget | quota | veto | inactive | below_threshold | expansion
+    reason: str  # packed | pinned | budget | quota | veto | inactive | below_threshold | expansion | same_text
     scores: dict[str, float] = field(default_factory=dict)
     detail: str = ""
 

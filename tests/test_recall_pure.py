@@ -58,7 +58,8 @@ hits = st.lists(st.tuples(st.sampled_from([f"m{i}" for i in range(12)]),
                 max_size=12, unique_by=lambda t: t[0])
 
 
-@given(hits, hits, st.sampled_from(["rrf", "weighted", "weighted_rank"]), st.floats(min_value=0, max_value=1), st.randoms())
+@given(hits, hits, st.sampled_from(["rrf", "weighted", "weighted_rank", "scores"]), st.floats(min_value=0, max_value=1),
+       st.randoms())
 def test_fuse_is_order_invariant_and_bounded(dense, lexical, fusion, w, rnd):
     cfg = RecallConfig(fusion=fusion, lexical_weight=w)
     shuffled_d, shuffled_l = dense[:], lexical[:]
@@ -98,6 +99,18 @@ def test_weighted_rank_orders_as_weighted_on_rrfs_scale(dense, lexical, w):
             assert (weighted[a]["fused"] > weighted[b]["fused"]) == (ranked[a]["fused"] > ranked[b]["fused"])
         # ... with relevance 61 / (60 + rank): neighbours a little apart, never min-max's full spread.
         assert ranked[a]["fused"] >= 61 / (60 + len(ids)) - 1e-12
+
+
+def test_scores_fusion_keeps_a_clear_winner_clear_and_a_near_tie_near():
+    cfg = RecallConfig(fusion="scores", lexical_weight=0.5)
+    out = fuse([("a", 0.82), ("b", 0.30), ("c", 0.80)], [("a", 9.0), ("b", 1.0), ("c", 8.6)], cfg)
+    assert out["a"]["fused"] == pytest.approx(1.0)
+    assert out["a"]["fused"] - out["b"]["fused"] > 0.5  # a clear winner in a store of three stays clear
+    assert out["a"]["fused"] - out["c"]["fused"] < 0.05  # a near tie stays a near tie, for `score` to decide
+    # Under rank fusion the same gaps are alike whatever the scores: that is what "scores" changes.
+    ranked = fuse([("a", 0.82), ("b", 0.30), ("c", 0.80)], [("a", 9.0), ("b", 1.0), ("c", 8.6)],
+                  RecallConfig(fusion="weighted_rank", lexical_weight=0.5))
+    assert ranked["a"]["fused"] - ranked["b"]["fused"] < 0.05
 
 
 def test_fuse_ties_share_a_rank():

@@ -60,6 +60,11 @@ __all__ = ["CATEGORY_PRIOR", "EVIDENCE_COVERAGE", "EVIDENCE_DENSE", "FUSIONS", "
            "score", "shaken", "time_scope", "veto"]
 
 NOT_IN_RECORD = "not in the record"
+
+
+def always_applies(memory) -> bool:
+    """Return True for a pinned rule the person meant for every answer: an instruction or a lesson they asked to keep."""
+    return memory.pinned and memory.category in ("instruction", "lesson")
 NO_ROOM = "nothing relevant fits the budget"
 UNCERTAIN = "uncertain: what the record holds on this rested on a fact that has since changed (see history)"
 
@@ -131,7 +136,9 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
     counts = dict(zip([m.id for m in everyone], count_many([m.text for m in everyone]), strict=True))
     scored, vetoed = veto(score(everyone, fused, now, cfg, decay_cfg, counts))
     scored = current_first(scored, q)
-    pin_ids = {m.id for m in pins}
+    # A pinned memory heads the pack when it bears on the question or is a rule meant to apply always
+    # ("always answer in Portuguese"); otherwise it is ranked like any other memory.
+    pin_ids = {m.id for m in pins if always_applies(m) or (m.id in fused and evidence_of(fused[m.id]) >= cfg.vague_at)}
     packed, trace = pack([s for s in scored if s.memory.id not in pin_ids], budget, cfg,
                          [s for s in scored if s.memory.id in pin_ids])
     trace = vetoed + trace

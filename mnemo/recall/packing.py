@@ -21,24 +21,33 @@ def pack(scored: Sequence[Scored], budget_tokens: int, cfg: RecallConfig,
     Pinned memories go first, by score, bypassing quotas and thresholds but not the
     budget. Then pass 1 packs by score within per-kind quotas (a share of the whole
     budget; an unknown kind has none), and pass 2 fills what is left with the best
-    leftovers of any kind. Inactive memories are never packed. Each id is traced once:
-    pinned | packed | inactive | below_threshold | budget | quota.
+    leftovers of any kind. Inactive memories are never packed, nor a second memory with words
+    already packed (two claims of one sentence share it). Each id is traced once:
+    pinned | packed | inactive | below_threshold | budget | quota | same_text.
     """
     budget = max(0, int(budget_tokens))
     left = budget
     packed: list[Packed] = []
     trace: dict[str, TraceEntry] = {}
+    shown: dict[str, str] = {}  # text -> the id packed with it: two claims of one sentence share its words
 
     def put(s: Scored, reason: str, included: bool, detail: str = "") -> None:
         trace[s.memory.id] = TraceEntry(s.memory.id, s.memory.text, included, reason, trace_scores(s), detail)
         if included:
+            shown[s.memory.text] = s.memory.id
             packed.append(Packed(s.memory, s.score, s.tokens, dict(s.scores)))
+
+    def repeated(s: Scored) -> bool:
+        if s.memory.text not in shown:
+            return False
+        put(s, "same_text", False, f"its words are packed already as {shown[s.memory.text]}")
+        return True
 
     def by_score(items: Iterable[Scored]) -> list[Scored]:
         return sorted(items, key=lambda s: (-s.score, s.memory.id))
 
     for s in by_score(pinned):
-        if s.memory.id in trace:
+        if s.memory.id in trace or repeated(s):
             continue
         if not s.memory.active:
             put(s, "inactive", False, f"status {s.memory.status}")
@@ -52,7 +61,7 @@ def pack(scored: Sequence[Scored], budget_tokens: int, cfg: RecallConfig,
     room = {kind: int(share * budget) for kind, share in quota.items()}
     deferred: list[tuple[Scored, bool]] = []
     for s in by_score(scored):
-        if s.memory.id in trace:
+        if s.memory.id in trace or repeated(s):
             continue
         relevance = s.scores.get("fused", s.score)
         if not s.memory.active:
@@ -69,6 +78,8 @@ def pack(scored: Sequence[Scored], budget_tokens: int, cfg: RecallConfig,
 
     # Pass 2: quota a kind did not use flows to the best leftovers of any kind.
     for s, quota_blocked in deferred:
+        if repeated(s):
+            continue
         if s.tokens <= left:
             left -= s.tokens
             put(s, "packed", True, "pass 2: unused quota of other kinds")

@@ -32,7 +32,7 @@ CATEGORY_PRIOR = {
     "deadline": 0.8, "lesson": 0.8, "failure": 0.7, "routine": 0.7, "change": 0.6,
     "event": 0.4, "note": 0.3,
 }
-FUSIONS = ("rrf", "weighted", "weighted_rank")
+FUSIONS = ("rrf", "weighted", "weighted_rank", "scores")
 
 
 def fuse(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: RecallConfig) -> dict[str, dict]:
@@ -47,6 +47,10 @@ def fuse(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: 
     rank on RRF's scale, (k + 1) / (k + rank): the same ranking as "weighted", but the gaps
     between neighbours stay as small as RRF's, so recency, salience and claims weigh as much
     against relevance in `score` as they do under RRF (min-max gaps drown them in a small store).
+    "scores": each retriever's own magnitudes, divided by its best hit's (the dense cosine
+    clipped at 0, BM25 as it is), mixed with the same weights: a clear winner stays a clear
+    winner in a store of ten, and a near tie stays a near tie, so what `score` adds beside
+    relevance reorders only near ties.
     """
     if cfg.fusion not in FUSIONS:
         raise ConfigError(f"unknown fusion '{cfg.fusion}'; use one of {', '.join(FUSIONS)}")
@@ -68,6 +72,9 @@ def fuse(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg: 
             entry[name], entry[f"{name}_rank"] = value, rank
             if cfg.fusion == "rrf":
                 entry["fused"] += weight * (cfg.rrf_k + 1) / (cfg.rrf_k + rank)
+            elif cfg.fusion == "scores":
+                top = max(high, 0.0)
+                entry["fused"] += weight * (max(value, 0.0) / top if top > 0 else 0.0)
             else:
                 entry["fused"] += weight * ((value - low) / (high - low) if high > low else 1.0)
     if cfg.fusion == "weighted_rank":
