@@ -15,7 +15,7 @@ from . import answer as answer_stage
 from . import assess as assess_stage
 from . import audit as audit_stage
 from . import decay as decay_stage
-from . import portable
+from . import portable, validate
 from . import recall as recall_stage
 from . import write as write_stage
 from .answer import Answer
@@ -27,7 +27,7 @@ from .embed import Embedder, make_embedder
 from .errors import InvalidInput, NotFound
 from .judge import model_judge, offline_judge
 from .llm import LLM, connect
-from .model import Candidate, Event, Forgetting, Link, MemoryRecord, Recall, WriteReport
+from .model import CATEGORIES, KINDS, Candidate, Event, Forgetting, Link, MemoryRecord, Recall, WriteReport
 from .store import DuckDBStore, Store, new_id, store_class
 from .tokens import count_many, tokenizer_name
 
@@ -87,9 +87,10 @@ class Memory:
     def remember(self, text: str, *, user: str, session: str | None = None, agent: str | None = None,
                  at: datetime | None = None) -> WriteReport:
         """Record a turn, extract memories from it, reconcile them and apply the plan."""
-        turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
-                                       at=self._now(at), cfg=self.config)
+        # Recorded under the user's lock: a turn without an outcome is then one whose writer died (mnemo.recover).
         with self._reconciling([user]):
+            turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
+                                           at=self._now(at), cfg=self.config)
             report = write_stage.remember(self.store, self.embedder, self.llm, turn, self.config, self.judge)
         report.provenance = self.provenance()
         return report
@@ -142,13 +143,16 @@ class Memory:
             session: str | None = None, source: str = "user", meta: dict[str, Any] | None = None,
             at: datetime | None = None) -> MemoryRecord:
         """Write one structured memory, reconciled like any other write; return the memory that holds it."""
-        turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
-                                       at=self._now(at), cfg=self.config, role="api")
+        validate.memory(text, user=user, kind=kind, category=category, subject=subject, attribute=attribute,
+                        value=value, record_id=record_id, references=references, importance_=importance, agent=agent,
+                        session=session, source=source, meta_=meta)
         cand = Candidate(text=text, kind=kind, category=category, subject=subject, attribute=attribute,
                          value=value, record_id=record_id, references=tuple(references), importance=importance,
                          single_valued=single_valued, pinned=pinned, source=source, meta=dict(meta or {}))
         vecs = self.embedder.embed([text])
         with self._reconciling([user]):
+            turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
+                                           at=self._now(at), cfg=self.config, role="api")
             plan = write_stage.reconcile(self.store, user, [cand], vecs, self.config, self.judge)
             report = write_stage.apply(self.store, plan, [cand], vecs, turn=turn, cfg=self.config)
         if report.added:
@@ -169,6 +173,14 @@ class Memory:
         records the session and `follows` the one before it (a link recall's `context_weight`
         reads, so a turn shares its neighbours' relevance).
         """
+        validate.name(user, "user")
+        validate.one_of(kind, KINDS, "kind")
+        validate.one_of(category, CATEGORIES, "category")
+        validate.optional_name(session, "session")
+        for k, text in enumerate(texts):
+            validate.text(text, f"texts[{k}]")
+            if metas:
+                validate.meta(metas[k], f"metas[{k}]")
         now = self._now(at)
         ids: list[str] = []
         for start in range(0, len(texts), batch_size):
@@ -194,13 +206,17 @@ class Memory:
         (`.message`) with the nearest memories (`.nearest`), which are never taken on a guess.
         """
         at = self.clock.now()
+        validate.storable(reason, "reason")
         if memory_id is not None:
+            validate.name(memory_id, "memory_id")
             target = self.store.get(memory_id)
             if dry_run or not target.active:
                 return [target] if target.active else []
             return write_stage.forget_ids(self.store, [target.id], reason=reason, at=at)
         if not query or not user:
             raise InvalidInput("forget() needs a memory id, or query= and user=")
+        validate.text(query, "query")
+        validate.name(user, "user")
         targets = write_stage.forget_targets(self.store, self.embedder, query, user=user, cfg=self.config,
                                              judge=self.judge, at=at)
         if dry_run:
@@ -210,6 +226,8 @@ class Memory:
 
     def restore(self, memory_id: str, *, reason: str = "restored") -> MemoryRecord:
         """Reverse a tombstone: the memory is active again (and its successor, if any, stays active)."""
+        validate.name(memory_id, "memory_id")
+        validate.storable(reason, "reason")
         return write_stage.restore(self.store, memory_id, reason=reason, at=self.clock.now())
 
     # ----------------------------------------------------------------- forgetting over time
@@ -226,6 +244,9 @@ class Memory:
     def recall(self, query: str, *, user: str, budget_tokens: int | None = None,
                filters: dict[str, Any] | None = None, at: datetime | None = None) -> Recall:
         """Pack the memories that matter for `query` under a token budget, with confidence and trace."""
+        validate.storable(query, "query")
+        validate.name(user, "user")
+        validate.filters(filters)
         result = recall_stage.recall(
             self.store, self.embedder, query, user=user,
             budget_tokens=budget_tokens if budget_tokens is not None else self.config.recall.budget_tokens,
@@ -242,10 +263,12 @@ class Memory:
 
     def audit(self, user: str) -> AuditReport:
         """Report contradictions and dangling references with recommended resolutions; changes nothing."""
+        validate.name(user, "user")
         return audit_stage.audit(self.store, self.llm, user, cfg=self.config.trust, now=self.clock.now())
 
     def consolidate(self, user: str) -> Consolidation:
         """Propose merges, forgets and salience changes; nothing is applied until approved."""
+        validate.name(user, "user")
         return audit_stage.propose_consolidation(self.store, user, cfg=self.config, now=self.clock.now())
 
     def apply_consolidation(self, approved: Iterable[audit_stage.Proposal]) -> audit_stage.ConsolidationReport:
@@ -282,15 +305,19 @@ class Memory:
 
     def get(self, memory_id: str) -> MemoryRecord:
         """Return one memory, active or tombstoned (NotFound for an unknown id)."""
+        validate.name(memory_id, "memory_id")
         return self.store.get(memory_id)
 
     def memories(self, user: str | None = None, *, include_inactive: bool = False,
                  filters: dict[str, Any] | None = None) -> list[MemoryRecord]:
         """Return a user's memories, oldest first: active only, or with tombstones when include_inactive."""
+        validate.optional_name(user, "user")
+        validate.filters(filters)
         return self.store.memories(user, include_inactive=include_inactive, filters=filters)
 
     def history(self, memory_id: str) -> list[Event]:
         """Return the story of a memory: creation, corroborations, tombstone, restore, in time order."""
+        validate.name(memory_id, "memory_id")
         events = self.store.events(memory_id)
         if not events:
             self.store.get(memory_id)  # raises NotFound for an unknown id

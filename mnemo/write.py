@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import validate
 from .config import Config
 from .decay import ttl_for
 from .errors import InvalidInput
@@ -39,17 +40,7 @@ def record_turn(store: Store, text: str, *, user: str, session: str | None, agen
 def new_turn(text: str, *, user: str, session: str | None, agent: str | None, at: datetime, cfg: Config,
              role: str = "user", meta: dict[str, Any] | None = None) -> Turn:
     """Return a validated raw turn, not yet stored (InvalidInput says what is wrong with it)."""
-    if not isinstance(text, str):
-        raise InvalidInput(f"remember() takes text, got {type(text).__name__}")
-    if not text.strip():
-        raise InvalidInput("remember() got empty text; nothing to record")
-    if len(text) > cfg.write.max_turn_chars:
-        raise InvalidInput(
-            f"turn of {len(text):,} characters exceeds max_turn_chars={cfg.write.max_turn_chars:,}; "
-            "split it into turns or raise the limit with Config.from_params(max_turn_chars=...)"
-        )
-    if not user:
-        raise InvalidInput("remember() needs a user")
+    validate.turn(text, user=user, session=session, agent=agent, meta_=meta, max_chars=cfg.write.max_turn_chars)
     return Turn(id=new_id("t"), user=user, text=text, at=at, session=session, agent=agent, role=role,
                 meta=dict(meta or {}))
 

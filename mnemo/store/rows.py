@@ -13,7 +13,8 @@ from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
-from ..errors import EmbedderMismatch, InvalidInput, StoreError
+from .. import validate
+from ..errors import EmbedderMismatch, StoreError
 from ..model import Event, Link, MemoryRecord, Turn
 
 SCHEMA_VERSION = 3  # both engines number their migrations alike and move together
@@ -49,16 +50,11 @@ def aware(dt: datetime | None) -> datetime | None:
 
 
 def check_text(value: str, what: str = "text") -> str:
-    """Return `value` as storable text or raise InvalidInput (NUL bytes and lone surrogates cannot be stored)."""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidInput(f"{what} contains a NUL byte; strip it or encode the payload (e.g. base64) first")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{what} is not valid Unicode ({exc.reason}); decode it with errors='replace' first") from exc
-    return value
+    """Return `value` as storable text or raise InvalidInput (NUL and lone surrogates cannot be stored).
+
+    The last line of defence: the library checks its input first (`mnemo.validate`, the same rule).
+    """
+    return validate.storable(value, what)
 
 
 def record_of(row: Sequence[Any]) -> MemoryRecord:

@@ -1,0 +1,113 @@
+"""Faults a service must survive (issue #33): a bad byte, busy writers on one tenant, a forged export,
+an interrupted batch, a second server on the same folder.
+
+Each test reproduces one fault as an operator met it; each failed on the code before its fix
+(the commit that added it says how). The database faults (a dropped connection, an outage,
+a kill -9 of the postmaster with fsync on) are in test_faults_pg.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+
+from mnemo import Memory
+from mnemo.errors import InvalidInput
+from mnemo.server.http import create_app, running
+from mnemo.server.mcp import build_server
+from mnemo.server.tenants import ServerConfig
+
+pytestmark = pytest.mark.faults
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "faults-key-acme-0123456789"
+BAD = "\udc80"  # a lone surrogate: JSON carries it ("\udc80"), UTF-8 cannot
+
+
+def _auth(key: str = KEY) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+# ----------------------------------------------------------------- 1. one bad character
+@pytest.mark.parametrize("case", ["meta value", "meta key", "nested meta value", "meta NaN", "user", "session",
+                                  "NUL in user", "subject", "kind"])
+def test_the_library_refuses_a_text_it_cannot_store_before_committing_anything(tmp_path, case):
+    kwargs = {"meta value": {"meta": {"k": BAD}}, "meta key": {"meta": {BAD: "v"}},
+              "nested meta value": {"meta": {"k": [{"deep": f"x{BAD}"}]}}, "meta NaN": {"meta": {"k": math.nan}},
+              "user": {"user": f"al{BAD}ice"}, "session": {"session": f"s{BAD}"}, "NUL in user": {"user": "a\x00b"},
+              "subject": {"subject": f"AX{BAD}"}, "kind": {"kind": "bogus-kind"}}[case]
+    with Memory.open(tmp_path / "m.duckdb", embedder="hash") as mem:
+        mem.add("Lead time for AX-7 is 14 days", user="ops")
+        with pytest.raises(InvalidInput):
+            mem.add("The vault code is 9931", **{"user": "ops", **kwargs})
+        if "meta" not in case and case not in ("subject", "kind"):
+            with pytest.raises(InvalidInput):
+                mem.remember("I moved to Lisbon.", **{"user": "ops", **kwargs})
+        # Nothing of the refused write was committed, and the store still exports whole.
+        assert [t.text for t in mem.store.turns()] == ["Lead time for AX-7 is 14 days"]
+        assert [m.text for m in mem.memories(include_inactive=True)] == ["Lead time for AX-7 is 14 days"]
+        out = mem.export(tmp_path / "all.jsonl")
+        assert json.loads(out.read_text().splitlines()[-1])["counts"]["memory"] == 1
+
+
+def test_http_refuses_a_bad_character_in_meta_with_422_and_the_tenant_keeps_working(tmp_path):
+    app = create_app({KEY: "acme"}, ServerConfig(store_dir=str(tmp_path), embedder="hash"))
+    with running(app) as url, httpx.Client(base_url=url, headers=_auth(), timeout=30) as c:
+        assert c.post("/v1/memories", json={"text": "Lead time for AX-7 is 14 days", "user": "ops"}).status_code == 200
+        raw = b'{"text": "The vault code is 9931", "user": "ops", "meta": {"k": "\\udc80"}}'
+        bad = c.post("/v1/memories", content=raw, headers={"Content-Type": "application/json"})
+        assert bad.status_code == 422 and bad.json()["error"] == "InvalidInput", bad.text
+        nested = {"text": "The vault code is 9931", "user": "ops", "meta": {"k": [1, {"v": "x\x00"}]}}
+        assert c.post("/v1/memories", json=nested).status_code == 422
+        # The tenant is whole: listing, recall and the export answer, with the one good memory only.
+        listed = c.get("/v1/memories", params={"user": "ops", "include_inactive": True})
+        assert listed.status_code == 200 and [m["text"] for m in listed.json()["memories"]] == \
+            ["Lead time for AX-7 is 14 days"]
+        assert c.post("/v1/recall", json={"query": "vault code", "user": "ops"}).status_code == 200
+        lines = c.get("/v1/export").text.splitlines()
+        assert json.loads(lines[-1])["type"] == "end" and json.loads(lines[-1])["counts"]["memory"] == 1
+
+
+@pytest.mark.parametrize("body", [b'{"query": "caf\xe9", "user": "u"}', b"[" * 100_000,
+                                  b'{"query": ' + b"[" * 100_000 + b"]" * 100_000 + b', "user": "u"}'],
+                         ids=["invalid UTF-8", "100k-deep array", "100k-deep field"])
+def test_an_unreadable_body_is_422_as_documented(body):
+    app = create_app({KEY: "acme"}, ServerConfig(embedder="hash"))
+    with running(app) as url:
+        res = httpx.post(f"{url}/v1/recall", content=body, headers={**_auth(), "Content-Type": "application/json"},
+                         timeout=30)
+    assert res.status_code == 422 and res.json()["error"] == "InvalidInput", res.text
+
+
+# What an MCP client and an HTTP client send alike, and both must refuse (the route, the tool, the arguments).
+REFUSED = [
+    ("/v1/remember", "remember", {"text": "I live in Lisbon.", "user": "a\x00b"}),
+    ("/v1/recall", "recall", {"query": "where", "user": "alice", "budget_tokens": 10**12}),
+    ("/v1/remember", "remember", {"text": "I live in Lisbon.", "user": "alice", "tenant": "globex"}),
+    ("/v1/recall", "recall", {"query": "where", "user": "alice", "filters": {"kinds": "semantic"}}),
+    ("/v1/recall", "recall", {"query": "where", "user": f"al{BAD}ice"}),
+]
+
+
+async def _mcp_refusals(mem: Memory) -> list[tuple[bool, str]]:
+    async with Client(build_server(mem)) as client:
+        return [((res := await client.call_tool(tool, args)).is_error, res.content[0].text)
+                for _, tool, args in REFUSED]
+
+
+def test_mcp_and_http_refuse_the_same_arguments():
+    with Memory.open(":memory:", embedder="hash", llm="offline") as mem:
+        refused = anyio.run(_mcp_refusals, mem)
+        assert mem.memories() == [] and mem.store.turns() == [], "nothing refused reached the store"
+    assert all(error for error, _ in refused), refused
+    app = create_app({KEY: "acme"}, ServerConfig(embedder="hash"))
+    with running(app) as url, httpx.Client(base_url=url, headers=_auth(), timeout=30) as c:
+        for route, _, args in REFUSED:
+            res = c.post(route, content=json.dumps(args).encode(), headers={"Content-Type": "application/json"})
+            assert res.status_code == 422, (route, args, res.text)
