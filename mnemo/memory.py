@@ -275,23 +275,24 @@ class Memory:
         """Apply exactly the approved proposals (`mem.consolidate(user).approve(...)`) through the write path."""
         return audit_stage.apply_consolidation(self.store, approved, cfg=self.config, now=self.clock.now())
 
-    def export(self, path: str | Path, *, user: str | None = None, fmt: str = "json") -> Path:
-        """Write the store (or one user's memories) with vectors and tombstones to `path`."""
-        return portable.export(self.store, path, user=user, fmt=fmt)
+    def export(self, path: str | Path, *, user: str | None = None, fmt: str = "json",
+               key: str | bytes | None = None) -> Path:
+        """Write the store (or one user's memories) with vectors and tombstones to `path` (signed with `key`)."""
+        return portable.export(self.store, path, user=user, fmt=fmt, key=key)
 
     @classmethod
     def import_(cls, path: str | Path, store: str | Path = ":memory:", *, on_conflict: str = "error",
-                **open_kwargs: Any) -> Memory:
+                key: str | bytes | None = None, **open_kwargs: Any) -> Memory:
         """Open `store` (new or existing) and load an export into it, without re-embedding.
 
         A new store takes the export's embedder, an existing one keeps its own (see
         `portable.target_embedder`); ids already in it are refused, or skipped with
-        on_conflict="skip".
+        on_conflict="skip". With `key`, the file must be signed under it (see `portable`).
         """
         open_kwargs["embedder"] = portable.target_embedder(path, store, open_kwargs.get("embedder"))
         mem = cls.open(store, **open_kwargs)
         try:
-            portable.load(mem.store, path, on_conflict=on_conflict)
+            portable.load(mem.store, path, on_conflict=on_conflict, key=key)
         except BaseException:
             mem.close()
             raise

@@ -70,6 +70,14 @@ def name(value: Any, what: str) -> str:
     return value
 
 
+def short(value: Any, what: str) -> str:
+    """Return `value` if it is a storable string of at most MAX_NAME_CHARS characters (it may be empty)."""
+    storable(value, what)
+    if len(value) > MAX_NAME_CHARS:
+        raise InvalidInput(f"{what} has {len(value):,} characters, over the limit of {MAX_NAME_CHARS}")
+    return value
+
+
 def optional_name(value: Any, what: str) -> str | None:
     """Return None, or `value` checked as a name (`name`)."""
     return None if value is None else name(value, what)
@@ -78,7 +86,7 @@ def optional_name(value: Any, what: str) -> str | None:
 def meta(value: Any, what: str = "meta") -> dict[str, Any]:
     """Return `value` if it is a dict that stores and reads back as strict JSON (see the module), else raise InvalidInput.
 
-    Keys are names; values are strings, finite numbers, booleans, None, lists and dicts
+    Keys are short strings (`short`); values are strings, finite numbers, booleans, None, lists and dicts
     of those. Any other object is stored as its str() (as the store always did), so that
     text is checked.
     """
@@ -94,7 +102,7 @@ def meta(value: Any, what: str = "meta") -> dict[str, Any]:
             if depth > MAX_DEPTH:
                 raise InvalidInput(f"{where} is nested deeper than {MAX_DEPTH} levels; flatten it")
             for key, child in item.items():
-                name(key, f"a key of {where}")
+                short(key, f"a key of {where}")
                 stack.append((child, f"{where}[{key!r}]", depth + 1))
         elif isinstance(item, (list, tuple)):
             if depth > MAX_DEPTH:

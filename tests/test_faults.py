@@ -190,3 +190,100 @@ def test_the_tenant_lock_lets_callers_in_by_order_of_arrival():
     for th in threads:
         th.join(10)
     assert order == ["r1 in", "r1 out", "w2 in", "w2 out", "r3 in", "r3 out"], order
+
+
+# ----------------------------------------------------------------- 4. a forged export
+SIGNING_KEY = "operator-export-key-0123456789abcdef"
+
+
+def _exported(tmp_path: Path, key: str | None = None) -> Path:
+    """Export a small store (a supersession, an event, a link) to a file, signed with `key` if given."""
+    with Memory.open(tmp_path / "src.duckdb", embedder="hash:16") as mem:
+        mem.add("Lead time for AX-7 is 14 days", user="ops", subject="AX-7", attribute="lead_time", value="14 days")
+        mem.add("Lead time for AX-7 is 21 days", user="ops", subject="AX-7", attribute="lead_time", value="21 days")
+        mem.add("The vault code is 9931", user="ops", meta={"src": "erp"})
+        return mem.export(tmp_path / ("signed.jsonl" if key else "plain.jsonl"), key=key)
+
+
+def _forge(path: Path, out: Path, change) -> Path:
+    """Apply `change` to the first memory line, then recompute the trailer's counts and sha256 as a forger would."""
+    import base64
+    import hashlib
+
+    lines = path.read_bytes().splitlines(keepends=True)
+    body, trailer = lines[:-1], json.loads(lines[-1])
+    for k, raw in enumerate(body):
+        obj = json.loads(raw)
+        if obj.get("type") == "memory":
+            change(obj, base64)
+            body[k] = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+            break
+    trailer["sha256"] = hashlib.sha256(b"".join(body)).hexdigest()
+    out.write_bytes(b"".join(body) + (json.dumps(trailer, separators=(",", ":")) + "\n").encode())
+    return out
+
+
+FORGERIES = {
+    "text": lambda o, b64: o.update(text="The vault code is 0000"),
+    "user": lambda o, b64: o.update(user="mallory"),
+    "status": lambda o, b64: o.update(status="weird-status"),
+    "kind": lambda o, b64: o.update(kind="bogus-kind"),
+    "importance": lambda o, b64: o.update(importance=1e308),
+    "NaN vector": lambda o, b64: o.update(embedding=b64.b64encode(
+        __import__("numpy").full(16, float("nan"), "<f4").tobytes()).decode()),
+    "user name": lambda o, b64: o.update(user="a\x00b"),
+    "meta": lambda o, b64: o.update(meta={"k": float("inf")}),
+}
+
+
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_a_forged_export_is_refused_when_signed_and_a_bad_value_always(tmp_path, forgery):
+    signed = _forge(_exported(tmp_path, SIGNING_KEY), tmp_path / "forged-signed.jsonl", FORGERIES[forgery])
+    with pytest.raises(InvalidInput):
+        Memory.import_(signed, tmp_path / "a.duckdb", key=SIGNING_KEY)
+    if forgery not in ("text", "user"):
+        # A value no store could hold is refused whether or not the file is signed, with or without a key.
+        plain = _forge(_exported(tmp_path), tmp_path / "forged-plain.jsonl", FORGERIES[forgery])
+        with pytest.raises(InvalidInput):
+            Memory.import_(plain, tmp_path / "b.duckdb")
+    for name in ("a.duckdb", "b.duckdb"):
+        if (tmp_path / name).exists():
+            with Memory.open(tmp_path / name) as mem:
+                assert mem.memories(include_inactive=True) == [], "nothing of a refused file was imported"
+
+
+def test_a_signed_export_imports_with_its_key_only_and_a_required_signature_is_required(tmp_path):
+    signed, plain = _exported(tmp_path, SIGNING_KEY), _exported(tmp_path)
+    assert "hmac_sha256" in json.loads(signed.read_text().splitlines()[-1])
+    with Memory.import_(signed, tmp_path / "ok.duckdb", key=SIGNING_KEY) as mem:
+        assert len(mem.memories(include_inactive=True)) == 3
+    with pytest.raises(InvalidInput, match="signature"):
+        Memory.import_(signed, ":memory:", key="another-key-0123456789abcdef")
+    with pytest.raises(InvalidInput, match="not signed"):
+        Memory.import_(plain, ":memory:", key=SIGNING_KEY)
+    # One changed byte anywhere (here inside a vector's base64) and the signature no longer matches.
+    raw = bytearray(signed.read_bytes())
+    at = raw.index(b'"embedding":"') + 20
+    raw[at] = ord("A") if raw[at] != ord("A") else ord("B")
+    (tmp_path / "flipped.jsonl").write_bytes(bytes(raw))
+    with pytest.raises(InvalidInput):
+        Memory.import_(tmp_path / "flipped.jsonl", ":memory:", key=SIGNING_KEY)
+
+
+def test_the_cli_signs_with_the_operators_key_and_refuses_an_unsigned_file_when_the_key_is_set(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from mnemo.cli import app
+
+    store = str(tmp_path / "src.duckdb")
+    with Memory.open(store, embedder="hash:16") as mem:
+        mem.add("The vault code is 9931", user="ops")
+    run = CliRunner()
+    assert run.invoke(app, ["export", str(tmp_path / "plain.jsonl"), "--store", store]).exit_code == 0
+    monkeypatch.setenv("MNEMO_EXPORT_KEY", SIGNING_KEY)
+    res = run.invoke(app, ["export", str(tmp_path / "signed.jsonl"), "--store", store])
+    assert res.exit_code == 0 and "signed" in res.output, res.output
+    ok = run.invoke(app, ["import", str(tmp_path / "signed.jsonl"), "--store", str(tmp_path / "a.duckdb")])
+    assert ok.exit_code == 0, ok.output
+    refused = run.invoke(app, ["import", str(tmp_path / "plain.jsonl"), "--store", str(tmp_path / "b.duckdb")])
+    assert refused.exit_code != 0 and isinstance(refused.exception, InvalidInput), refused.output

@@ -331,7 +331,8 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         """Stream the tenant's memories (or one user's) as the JSON Lines export or as Markdown."""
         with tenant.lock.read():
             view = tenant.view()
-        chunks = portable.json_lines(view.store, user) if fmt == "json" else portable.markdown_lines(view.store, user)
+        chunks = (portable.json_lines(view.store, user, key=cfg.export_key) if fmt == "json"
+                  else portable.markdown_lines(view.store, user))
         media = "application/x-ndjson" if fmt == "json" else "text/markdown; charset=utf-8"
         name = f"mnemo-{tenant.name}.{'jsonl' if fmt == 'json' else 'md'}"
         return StreamingResponse(_closing(chunks, tenant, view), media_type=media,

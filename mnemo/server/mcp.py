@@ -60,6 +60,7 @@ from ..agent import (
 )
 from ..errors import ConfigError, MnemoError
 from ..memory import Memory
+from ..portable import export_key
 from . import inputs
 from .tenants import ServerConfig, Tenants
 
@@ -83,20 +84,24 @@ SERVER_TOOLS = (
     ToolSpec("audit", "audit"),
     ToolSpec("assess", "recall", hidden=("at",), doc="assess",
              note="It recalls for the query first; the result holds the verdict, trust, claims and the assessed pack."),
-    ToolSpec("export", "export", hidden=("path",),
+    ToolSpec("export", "export", hidden=("path", "key"),
              note="The export is returned in the result, not written on the server."),
 )
 
 
-def run_tool(mem: Memory, spec: ToolSpec, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Call the Memory method behind `spec` with `kwargs`; return its result as a JSON object."""
+def run_tool(mem: Memory, spec: ToolSpec, kwargs: dict[str, Any], *, export_key: str | None = None) -> dict[str, Any]:
+    """Call the Memory method behind `spec` with `kwargs`; return its result as a JSON object.
+
+    A JSON export is signed with the server's `export_key` (never one a client sends).
+    """
     if spec.name == "assess":
         return to_jsonable(mem.assess(mem.recall(**kwargs)))
     if spec.name == "export":
         # A client must not choose paths on the server's disk, so the export goes through a private temp dir.
         fmt = kwargs.get("fmt", "json")
         with tempfile.TemporaryDirectory(prefix="mnemo-export-") as tmp:
-            path = mem.export(Path(tmp) / f"export.{fmt}", **kwargs)
+            key = export_key if fmt == "json" else None
+            path = mem.export(Path(tmp) / f"export.{fmt}", **kwargs, key=key)
             text = Path(path).read_text(encoding="utf-8")
         # The JSON export is JSON Lines: one record a line, returned as a list of objects.
         content = [json.loads(line) for line in text.splitlines() if line.strip()] if fmt == "json" else text
@@ -144,7 +149,7 @@ def arguments_model(spec: ToolSpec) -> type[ArgModelBase]:
     return create_model(f"{spec.name}Arguments", __base__=_Arguments, **fields)
 
 
-def tool(spec: ToolSpec, session: Session) -> Tool:
+def tool(spec: ToolSpec, session: Session, export_key: str | None = None) -> Tool:
     """Return the SDK tool for `spec`: arguments checked by `arguments_model`, results from `run_tool`."""
     model = arguments_model(spec)
 
@@ -153,7 +158,7 @@ def tool(spec: ToolSpec, session: Session) -> Tool:
         args = {k: (v.given() if isinstance(v, inputs.Filters) else v) for k, v in kwargs.items()}
         try:
             with session(spec, args) as mem:
-                return run_tool(mem, spec, args)
+                return run_tool(mem, spec, args, export_key=export_key)
         except (MnemoError, ValueError) as exc:
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -169,12 +174,15 @@ def tool(spec: ToolSpec, session: Session) -> Tool:
                                         "parameters": model.model_json_schema(by_alias=True)})
 
 
-def _tools(session: Session) -> list[Tool]:
-    return [tool(spec, session) for spec in SERVER_TOOLS]
+def _tools(session: Session, export_key: str | None) -> list[Tool]:
+    return [tool(spec, session, export_key) for spec in SERVER_TOOLS]
 
 
-def build_server(mem: Memory, *, name: str = "mnemo") -> MCPServer:
-    """Return an MCP server whose tools act on `mem` (stdio: the client's own process, no keys)."""
+def build_server(mem: Memory, *, name: str = "mnemo", export_key: str | None = None) -> MCPServer:
+    """Return an MCP server whose tools act on `mem` (stdio: the client's own process, no keys).
+
+    `export_key` signs the JSON exports the export tool returns.
+    """
     from .. import __version__
 
     lock = threading.Lock()
@@ -184,7 +192,8 @@ def build_server(mem: Memory, *, name: str = "mnemo") -> MCPServer:
         with lock:
             yield mem
 
-    return MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING", tools=_tools(session))
+    return MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
+                     tools=_tools(session, export_key))
 
 
 def metered(spec: ToolSpec, args: dict[str, Any]) -> bool:
@@ -229,7 +238,8 @@ def build_tenant_server(tenants: Tenants, *, url: str, name: str = "mnemo") -> M
     # A resource server only: the keys are the service's own, so there are no OAuth routes to advertise.
     auth = AuthSettings(issuer_url=url, resource_server_url=None)
     return MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
-                     token_verifier=KeyVerifier(tenants), auth=auth, tools=_tools(session))
+                     token_verifier=KeyVerifier(tenants), auth=auth,
+                     tools=_tools(session, tenants.cfg.export_key))
 
 
 def _exit_cleanly(signum: int, frame: Any) -> None:
@@ -251,7 +261,7 @@ def serve(store: str | None = None, *, transport: str = "stdio", host: str = "12
     signal.signal(signal.SIGTERM, _exit_cleanly)
     if transport == "stdio":
         with Memory.open(store or DEFAULT_STORE, embedder=embedder, llm=llm) as mem:
-            build_server(mem).run("stdio")
+            build_server(mem, export_key=export_key()).run("stdio")
         return
     if store is not None:
         raise ConfigError("--transport http serves tenants, each with its own store: give --store-dir (a folder "

@@ -41,7 +41,7 @@ import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,8 @@ class ServerConfig:
     # forget by query); counted in the database on PostgreSQL, in this process otherwise (`Quota`)
     quota_window_s: float = 60.0  # length of the sliding quota window, in seconds
     ready_cache_s: float = 30.0  # how long a successful live-model readiness probe is trusted
+    # Signs every JSON export the service returns (HMAC-SHA256, `portable`); the CLI passes MNEMO_EXPORT_KEY.
+    export_key: str | None = field(default=None, repr=False)
 
 
 def parse_keys(text: str) -> dict[str, str]:
