@@ -287,3 +287,103 @@ def test_the_cli_signs_with_the_operators_key_and_refuses_an_unsigned_file_when_
     assert ok.exit_code == 0, ok.output
     refused = run.invoke(app, ["import", str(tmp_path / "plain.jsonl"), "--store", str(tmp_path / "b.duckdb")])
     assert refused.exit_code != 0 and isinstance(refused.exception, InvalidInput), refused.output
+
+
+# ----------------------------------------------------------------- 6. one server per store folder
+def _serve(store_dir: Path, port: int) -> "subprocess.Popen":
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "mnemo.cli", "serve", "http", "--store-dir", str(store_dir), "--embedder", "hash",
+           "--port", str(port), "--log-level", "warning"]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "MNEMO_API_KEYS": f"{KEY}:acme"})
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ready(url: str, proc, timeout_s: float = 90.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"server exited {proc.returncode}: {proc.stderr.read()}"
+        try:
+            if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(url)
+
+
+@pytest.mark.slow
+def test_a_second_server_on_the_same_store_folder_refuses_to_start_and_a_dead_ones_lock_is_stale(tmp_path):
+    import signal
+
+    from conftest import stop_process
+
+    port = _free_port()
+    first = _serve(tmp_path, port)
+    try:
+        _ready(f"http://127.0.0.1:{port}", first)
+        second = _serve(tmp_path, _free_port())
+        try:
+            code = second.wait(60)
+            err = " ".join(second.stderr.read().split())
+        finally:
+            stop_process(second)
+        assert code == 2 and f"pid {first.pid}" in err and "another mnemo server" in err, (code, err)
+        # The first still owns its tenants: nothing was opened behind its back.
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=_auth(), timeout=30) as c:
+            assert c.post("/v1/memories", json={"text": "Still mine", "user": "u"}).status_code == 200
+            assert c.get("/v1/memories").status_code == 200
+        # Killed without a chance to clean up: the lock it held is released with it, and a new server starts.
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+        port = _free_port()
+        third = _serve(tmp_path, port)
+        try:
+            _ready(f"http://127.0.0.1:{port}", third)
+            listed = httpx.get(f"http://127.0.0.1:{port}/v1/memories", headers=_auth(), timeout=30).json()
+            assert [m["text"] for m in listed["memories"]] == ["Still mine"]
+        finally:
+            stop_process(third)
+    finally:
+        stop_process(first)
+
+
+def test_a_writer_refused_because_another_process_reads_the_file_is_told_so(tmp_path):
+    import subprocess
+    import sys
+
+    from mnemo.errors import StoreLocked
+
+    path = tmp_path / "m.duckdb"
+    with Memory.open(path, embedder="hash:16") as mem:
+        mem.add("Lead time for AX-7 is 14 days", user="ops")
+    code = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
+            "from mnemo import Memory\n"
+            f"mem = Memory.open({str(path)!r}, read_only=True)\n"
+            "print('open', flush=True); time.sleep(60)\n")
+    reader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "open"
+        with pytest.raises(StoreLocked) as refused:
+            Memory.open(path)
+        message = str(refused.value)
+        assert "read-only" in message and f"pid {reader.pid}" in message.lower(), message
+        assert "open for writing" not in message, message
+        # Readers share the file: another read-only open is fine.
+        with Memory.open(path, read_only=True) as again:
+            assert len(again.memories()) == 1
+    finally:
+        reader.kill()
+        reader.wait()

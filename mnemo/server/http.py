@@ -62,6 +62,7 @@ from ..errors import InvalidInput, MnemoError
 from ..model import CATEGORIES, KINDS, Event, Link, MemoryRecord, Recall, WriteReport
 from . import experiments as exp
 from .inputs import AddIn, AnswerIn, AuditIn, ForgetIn, Name, RecallIn, RememberIn, Storable
+from .lockfile import serving
 from .tenants import BodyLimit, QuotaExceeded, ServerConfig, Tenant, Tenants
 
 log = logging.getLogger(__name__)
@@ -410,8 +411,13 @@ def running(app: FastAPI, host: str = "127.0.0.1", timeout_s: float = 20.0) -> I
 
 def serve(keys: dict[str, str], cfg: ServerConfig, *, host: str = "127.0.0.1", port: int = 8080,
           tools: Any = None, log_level: str = "info", experiments: str | Path | None = None) -> None:
-    """Run the service with uvicorn until interrupted (one process: DuckDB has one writer per file)."""
+    """Run the service with uvicorn until interrupted (one process: DuckDB has one writer per file).
+
+    The store folder is held for this process while it runs (`lockfile.serving`): a second server
+    on it refuses to start.
+    """
     import uvicorn
 
-    app = create_app(keys, cfg, tools=tools, experiments=experiments)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)
+    with serving(cfg.store_dir):
+        app = create_app(keys, cfg, tools=tools, experiments=experiments)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)

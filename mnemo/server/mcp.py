@@ -62,6 +62,7 @@ from ..errors import ConfigError, MnemoError
 from ..memory import Memory
 from ..portable import export_key
 from . import inputs
+from .lockfile import serving
 from .tenants import ServerConfig, Tenants
 
 TRANSPORTS = ("stdio", "http")
@@ -269,10 +270,12 @@ def serve(store: str | None = None, *, transport: str = "stdio", host: str = "12
     if not keys:
         raise ConfigError("MCP over HTTP needs API keys: set MNEMO_API_KEYS='KEY:TENANT,...' or pass --keys FILE")
     cfg = cfg or ServerConfig(embedder=embedder, llm=llm)
-    tenants = Tenants(keys, cfg)
-    try:
-        server = build_tenant_server(tenants, url=f"http://{host}:{port}")
-        server.run("streamable-http", host=host, port=port, streamable_http_path=path,
-                   max_request_body_size=cfg.max_body_bytes)
-    finally:
-        tenants.close()
+    # One server per store folder (`lockfile`): a second refuses to start instead of taking tenants.
+    with serving(cfg.store_dir):
+        tenants = Tenants(keys, cfg)
+        try:
+            server = build_tenant_server(tenants, url=f"http://{host}:{port}")
+            server.run("streamable-http", host=host, port=port, streamable_http_path=path,
+                       max_request_body_size=cfg.max_body_bytes)
+        finally:
+            tenants.close()

@@ -14,6 +14,7 @@ written since the last lexical search are analysed in one statement at the next
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -539,16 +540,35 @@ class _CursorView(DuckDBStore):
 
 
 def _connect(path: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB connection, turning a lock held by another process into StoreLocked."""
+    """Open a DuckDB connection, turning a lock held by another process into StoreLocked that says which."""
     try:
         return duckdb.connect(path, read_only=read_only)
     except (duckdb.IOException, duckdb.ConnectionException) as exc:
-        if "lock" in str(exc).lower():
-            raise StoreLocked(
-                f"{path} is open for writing in another process; DuckDB allows one writer per file. "
-                "Close the other process, or serve the store to many clients with `mnemo serve http`."
-            ) from exc
-        raise StoreError(f"cannot open {path}: {exc}") from exc
+        if "lock" not in str(exc).lower():
+            raise StoreError(f"cannot open {path}: {exc}") from exc
+        raise StoreLocked(_lock_message(path, str(exc), read_only=read_only)) from exc
+
+
+def _lock_message(path: str, error: str, *, read_only: bool) -> str:
+    """Return why another process keeps us out of `path` and what to do, from DuckDB's lock error.
+
+    A writer is kept out by any other process, a reader only by a writer: when a read-write open
+    fails, a read-only one tells the two apart (it succeeds only if the holder merely reads).
+    """
+    found = re.search(r"\(PID (\d+)\)", error)
+    who = f"another process (pid {found.group(1)})" if found else "another process"
+    holder_reads = False
+    if not read_only:
+        try:
+            duckdb.connect(path, read_only=True).close()
+            holder_reads = True
+        except duckdb.Error:
+            holder_reads = False
+    if holder_reads:
+        return (f"{path} is open read-only in {who}; DuckDB lets no process write a file that another process "
+                "has open, even only for reading. Close that reader, or open this store with read_only=True.")
+    return (f"{path} is open for writing in {who}; DuckDB allows one writer per file and no readers beside it. "
+            "Close the other process, or serve the store to many clients with `mnemo serve http`.")
 
 
 class _Transaction:
