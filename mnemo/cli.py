@@ -33,6 +33,8 @@ EMBEDDER = typer.Option(None, "--embedder", help="hash | minilm | openai:MODEL (
 LLM = typer.Option(None, "--llm", help="offline | live | record:PATH | replay:PATH (default: offline).")
 USER = typer.Option(..., "--user", "-u", help="Whose memories.")
 JSON_OUT = typer.Option(False, "--json", help="Print JSON instead of a table.")
+SIGN_HELP = "Sign the JSON export with this key, HMAC-SHA256 (default: $MNEMO_EXPORT_KEY, safer than an argument)."
+CHECK_HELP = "Require a valid signature under this key (default: $MNEMO_EXPORT_KEY); unsigned or edited files are refused."
 
 
 def _open(store: str, embedder: str | None = None, llm: str | None = None, read_only: bool = False):
@@ -190,6 +192,19 @@ def stats(store: str = STORE) -> None:
         _dump(mem.stats())
 
 
+@app.command("repair")
+def repair_cmd(store: str = STORE) -> None:
+    """Process turns recorded but never processed (a writer killed mid-batch), once each, and say what became of them."""
+    from .memory import Memory
+
+    with Memory.open(store, recover=False) as mem:
+        done = mem.repair()
+    console.print(f"{store}: {done.summary()}")
+    for name in ("skipped", "failed", "waiting"):
+        for turn, why in getattr(done, name):
+            console.print(f"  {name} {turn.id}: {why}")
+
+
 @app.command()
 def demo(store: str = typer.Option(None, "--store", "-s", help="Keep the demo store here (default: a temp dir)."),
          embedder: str = EMBEDDER) -> None:
@@ -332,9 +347,7 @@ def export_cmd(path: Path = typer.Argument(..., help="File to write."),
                user: str = typer.Option(None, "--user", "-u", help="Only this user's memories (default: all)."),
                fmt: str = typer.Option("json", "--format", "-f",
                                        help="json (JSON Lines with vectors, importable) | markdown (for people)."),
-               sign_key: str = typer.Option(None, "--sign-key", help="Sign the JSON export with this key (HMAC-SHA256; "
-                                            "default: $MNEMO_EXPORT_KEY, prefer it: a command line is visible "
-                                            "to other users)."),
+               sign_key: str = typer.Option(None, "--sign-key", help=SIGN_HELP),
                store: str = STORE) -> None:
     """Write the store, tombstones and vectors included, as a lossless JSON export or a Markdown rendering."""
     from .portable import export_key
@@ -352,9 +365,7 @@ def import_cmd(path: Path = typer.Argument(..., help="A JSON export written by `
                                             help="Embedder of a new store (default: the export's; must match)."),
                on_conflict: str = typer.Option("error", help="error: refuse ids already in the store | "
                                                              "skip: skip them and say which."),
-               key: str = typer.Option(None, "--key", help="Require a signature under this key and check it "
-                                                          "(default: $MNEMO_EXPORT_KEY; unsigned or changed files "
-                                                          "are then refused)."),
+               key: str = typer.Option(None, "--key", help=CHECK_HELP),
                as_json: bool = JSON_OUT) -> None:
     """Load a JSON export into a store (new or existing) without re-embedding; existing ids are refused or skipped."""
     from . import portable

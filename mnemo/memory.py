@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import datetime
@@ -17,6 +18,7 @@ from . import audit as audit_stage
 from . import decay as decay_stage
 from . import portable, validate
 from . import recall as recall_stage
+from . import recover as recover_stage
 from . import write as write_stage
 from .answer import Answer
 from .assess import Assessment
@@ -30,6 +32,8 @@ from .llm import LLM, connect
 from .model import CATEGORIES, KINDS, Candidate, Event, Forgetting, Link, MemoryRecord, Recall, WriteReport
 from .store import DuckDBStore, Store, new_id, store_class
 from .tokens import count_many, tokenizer_name
+
+log = logging.getLogger(__name__)
 
 
 class Memory:
@@ -47,12 +51,15 @@ class Memory:
     @classmethod
     def open(cls, path: str | Path = ":memory:", *, embedder: str | Embedder | None = None,
              llm: str | LLM | None = None, clock: Clock | None = None, config: Config | str | None = None,
-             read_only: bool = False, backend: str | None = None, index: str | None = None) -> Memory:
+             read_only: bool = False, backend: str | None = None, index: str | None = None,
+             recover: bool = True) -> Memory:
         """Open (or create) a store. With no embedder given, an existing store's own embedder is used.
 
         A postgresql:// DSN opens the PostgreSQL + pgvector store (`backend="postgres"`, see
         mnemo.store.postgres); anything else is a DuckDB file or ":memory:" (`backend="duckdb"`).
         `index` chooses a DuckDB store's similarity index ("auto" by size, or one of mnemo.store.ann.KINDS).
+        Turns a killed writer recorded but never processed are processed now, once (`repair`), unless
+        `recover=False` or the store is read-only.
         """
         store_cls = store_class(path, backend)
         if embedder is None:
@@ -64,10 +71,24 @@ class Memory:
                                "with pgvector (see mnemo.store.postgres)")
         extra = {"index": index} if index is not None else {}
         store = store_cls(path, embedder=emb.name, dim=emb.dim, read_only=read_only, **extra)
-        return cls(store, emb, connect(llm), clock or WallClock(), cfg)
+        mem = cls(store, emb, connect(llm), clock or WallClock(), cfg)
+        if recover and not read_only:
+            try:
+                done = mem.repair()
+            except BaseException:
+                mem.close()
+                raise
+            if done:
+                log.warning("mnemo: %s held turns recorded but never processed: %s", store.path, done.summary())
+        return mem
 
     def close(self) -> None:
         self.store.close()
+
+    def repair(self) -> recover_stage.Repair:
+        """Process the turns recorded but never processed (a writer killed mid-batch), once each; say what became of them."""
+        return recover_stage.repair(self.store, self.embedder, self.llm, self.config, self.judge,
+                                    now=self.clock.now(), hold=self._reconciling)
 
     def __enter__(self) -> Memory:
         return self

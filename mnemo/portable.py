@@ -58,7 +58,7 @@ import numpy as np
 from . import validate
 from .clock import utc
 from .errors import ConfigError, EmbedderMismatch, InvalidInput
-from .model import CATEGORIES, KINDS, SOURCES, STATUSES, Event, Link, MemoryRecord, Turn
+from .model import CATEGORIES, KINDS, SOURCES, STATUSES, Event, Link, MemoryRecord, Turn, TurnOutcome
 from .store import Store, recorded_embedder
 
 if TYPE_CHECKING:
@@ -462,6 +462,9 @@ def _flush(store: Store, kind: str, items: list, on_conflict: str, report: Impor
         store.insert_memories(values, np.stack([vec for _, vec in keep]))
     elif kind != "memory":
         {"turn": store.insert_turns, "event": store.insert_events, "link": store.insert_links}[kind](values)
+    if kind == "turn":
+        # What came of them is in the export already (its memories): they are not pending in this store.
+        store.mark_turns(TurnOutcome(t.id, t.at, "imported", "imported from an export") for t in values)
     report.added[kind] += len(keep)
     items.clear()
 

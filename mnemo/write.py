@@ -14,7 +14,18 @@ from .config import Config
 from .decay import ttl_for
 from .errors import InvalidInput
 from .extract import AHEAD, extract, parse_later, parsed_texts, read_ahead, start_parse_worker
-from .model import Action, Candidate, Event, Forgetting, Link, MemoryRecord, Supersession, Turn, WriteReport
+from .model import (
+    Action,
+    Candidate,
+    Event,
+    Forgetting,
+    Link,
+    MemoryRecord,
+    Supersession,
+    Turn,
+    TurnOutcome,
+    WriteReport,
+)
 from .reconcile import plan_writes
 from .store import Store, new_id
 from .store.cache import order_key
@@ -118,9 +129,14 @@ def reconcile(store: Store, user: str, candidates: list[Candidate], vecs: np.nda
 
 
 def remember(store: Store, embedder: Embedder, llm: LLM, turn: Turn, cfg: Config,
-             judge: Callable[[Candidate, MemoryRecord], dict]) -> WriteReport:
-    """Extract candidates from a recorded turn, reconcile them and apply the plan; return the report."""
-    context = [t for t in store.recent_turns(turn.user, turn.session, cfg.write.context_turns + 1) if t.id != turn.id]
+             judge: Callable[[Candidate, MemoryRecord], dict], context: list[Turn] | None = None) -> WriteReport:
+    """Extract candidates from a recorded turn, reconcile them and apply the plan; return the report.
+
+    `context` is the turns said before it (default: the session's latest; `recover` gives those stored before it).
+    """
+    if context is None:
+        context = [t for t in store.recent_turns(turn.user, turn.session, cfg.write.context_turns + 1)
+                   if t.id != turn.id]
     candidates, overflow = cap(extract(llm, turn, context, cfg.write), cfg.write.max_candidates)
     vecs = embedder.embed([c.text for c in candidates]) if candidates else np.zeros((0, store.dim), np.float32)
     plan = reconcile(store, turn.user, candidates, vecs, cfg, judge, embedder)
@@ -176,6 +192,8 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
                 reports.append(report)
         store.insert_events(held[0])
         store.insert_links(held[1])
+        # In the transaction that wrote them: a turn has an outcome exactly when its memories are stored.
+        store.mark_turns(TurnOutcome.of(report, turn.at) for report, turn in zip(reports, turns, strict=True))
     return reports
 
 
@@ -287,9 +305,11 @@ def _event(memory_id: str, at: datetime, action: str, before: str | None, after:
 
 def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: np.ndarray, *, turn: Turn,
           cfg: Config) -> WriteReport:
-    """Apply a write plan in one transaction and return what it did (see `apply_plan`)."""
+    """Apply a write plan in one transaction and return what it did (see `apply_plan`); the turn's outcome with it."""
     with store.transaction():
-        return apply_plan(store, plan, candidates, vecs, turn=turn, cfg=cfg)
+        report = apply_plan(store, plan, candidates, vecs, turn=turn, cfg=cfg)
+        store.mark_turns([TurnOutcome.of(report, turn.at)])
+        return report
 
 
 def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], vecs: np.ndarray, *, turn: Turn,

@@ -387,3 +387,101 @@ def test_a_writer_refused_because_another_process_reads_the_file_is_told_so(tmp_
     finally:
         reader.kill()
         reader.wait()
+
+
+# ----------------------------------------------------------------- 5. an interrupted batch
+CONVERSATION = ["I live in Berlin.", "My sister is called Anna.", "I work as a nurse at the city hospital.",
+                "She lives in Hamburg.", "Actually I moved to Lisbon last month.", "My favourite food is ramen.",
+                "I have a dog named Rex.", "He is three years old."]
+
+
+def _kill_mid_batch(location: str, kill_at: int) -> int:
+    """Run remember_many of CONVERSATION in a child process that SIGKILLs itself at its `kill_at`-th extraction."""
+    import subprocess
+    import sys
+
+    code = f"""
+import os, signal, sys
+from datetime import datetime, timedelta, timezone
+sys.path.insert(0, {str(ROOT)!r})
+import mnemo.write as write
+from mnemo import Memory
+real, calls = write.extract, []
+def dying(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == {kill_at}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args, **kwargs)
+write.extract = dying
+t0 = datetime(2025, 3, 1, 9, tzinfo=timezone.utc)
+mem = Memory.open({location!r}, embedder="hash:64")
+mem.remember_many([{{"text": t, "at": t0 + timedelta(minutes=k)}} for k, t in enumerate({CONVERSATION!r})],
+                  user="alice", session="s1")
+print("not killed")
+"""
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300).returncode
+
+
+def _memories(mem: Memory) -> list[tuple[str, str]]:
+    return sorted((m.text, m.status) for m in mem.memories(include_inactive=True))
+
+
+def test_turns_of_a_batch_killed_mid_write_are_processed_once_at_the_next_open(backend):
+    from datetime import datetime, timedelta, timezone
+
+    reference = backend.location("reference")
+    t0 = datetime(2025, 3, 1, 9, tzinfo=timezone.utc)
+    with Memory.open(reference, embedder="hash:64") as mem:
+        mem.remember_many([{"text": t, "at": t0 + timedelta(minutes=k)} for k, t in enumerate(CONVERSATION)],
+                          user="alice", session="s1")
+        expected = _memories(mem)
+    assert len(expected) >= 6
+    killed = backend.location("killed")
+    assert _kill_mid_batch(killed, kill_at=5) == -9
+    with Memory.open(killed, recover=False) as mem:
+        assert len(mem.store.turns()) == len(CONVERSATION) and mem.memories(include_inactive=True) == []
+        assert len(mem.store.pending_turns()) == len(CONVERSATION)
+    # The next open processes them, as the uninterrupted batch did, and records the outcome of each.
+    with Memory.open(killed) as mem:
+        assert _memories(mem) == expected
+        assert mem.store.pending_turns() == []
+        outcomes = [[o.outcome for o in mem.store.turn_outcomes(t.id)] for t in mem.store.turns()]
+        assert outcomes == [["written", "recovered"]] * len(CONVERSATION), outcomes
+    # Once: a second open finds nothing to do and changes nothing.
+    with Memory.open(killed) as mem:
+        assert mem.repair().summary() == "0 recovered, 0 skipped, 0 failed, 0 left pending"
+        assert _memories(mem) == expected
+
+
+def test_every_write_records_its_turns_outcome_and_an_unfinished_add_is_skipped_not_replayed(backend):
+    from mnemo.model import Turn
+
+    location = backend.location("m")
+    with Memory.open(location, embedder="hash:64") as mem:
+        mem.remember("I live in Berlin.", user="alice")
+        mem.add("Lead time for AX-7 is 14 days", user="ops")
+        mem.remember_many(["My sister is called Anna.", "She lives in Hamburg."], user="alice")
+        assert mem.store.pending_turns() == []
+        # An add() whose process died after its turn was recorded: its caller never heard back.
+        mem.store.insert_turn(Turn("t-unfinished", "ops", "Lead time for AX-9 is 30 days", mem.clock.now(), role="api"))
+    with Memory.open(location) as mem:
+        [outcome] = mem.store.turn_outcomes("t-unfinished")
+        assert outcome.outcome == "skipped" and "never acknowledged" in outcome.detail
+        assert not any("AX-9" in m.text for m in mem.memories())
+
+
+def test_a_store_from_before_turn_outcomes_is_migrated_without_replaying_its_turns(backend):
+    location = backend.location("old")
+    with Memory.open(location, embedder="hash:64") as mem:
+        mem.remember("I live in Berlin.", user="alice")
+        before = _memories(mem)
+        # As a schema-3 store was: no outcomes table.
+        with mem.store.transaction():
+            mem.store._run("DROP TABLE turn_outcomes")
+            mem.store._run("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")
+    with Memory.open(location) as mem:
+        assert mem.store.schema_version == 4 and mem.store.pending_turns() == []
+        [turn] = mem.store.turns()
+        assert [o.outcome for o in mem.store.turn_outcomes(turn.id)] == ["migrated"]
+        assert _memories(mem) == before

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import StoreError
-from .postgres import connect, redact, split_dsn
+from .pg_connect import connect, redact, split_dsn
 
 
 class PgCounter:

@@ -42,30 +42,37 @@ What differs, on purpose:
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
 from ..config import DecayConfig
-from ..errors import ExtensionUnavailable, InvalidInput, StoreError
-from ..model import Event, Link, MemoryRecord, Turn
+from ..errors import InvalidInput, StoreError
+from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
 from .counts import counts_of
 from .pg_archive import PgArchive
-from .rows import EVENTS, LINKS, MEMORIES, PG_MEMORY_TYPES, SQL_COLS, TURNS, check_text, check_version, naive
+from .pg_connect import connect, psycopg_module, redact, split_dsn, vector_schema
+from .rows import (
+    EVENTS,
+    LINKS,
+    MEMORIES,
+    MIGRATED,
+    OUTCOMES,
+    PG_MEMORY_TYPES,
+    SQL_COLS,
+    TURNS,
+    check_text,
+    check_version,
+    naive,
+)
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
-DSN_PREFIXES = ("postgresql://", "postgres://")
-DEFAULT_SCHEMA = "mnemo"
 TEXT_CONFIG = "english"  # stemming and stop words closest to DuckDB fts's porter / english defaults
 HNSW_MIN_ROWS = 100_000  # below this, an exact scan is fast enough and returns true neighbours
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
@@ -109,76 +116,13 @@ def _migrations(dim: int) -> list[tuple[int, list[str]]]:
         (2, []),
         # Each memory's token count (store.counts), filled for existing rows when the store opens.
         (3, ["ALTER TABLE memories ADD COLUMN tokens integer"]),
+        # What became of each turn (mnemo.recover): a turn with no row was recorded and never processed.
+        (4, [f"""CREATE TABLE turn_outcomes (turn_id {c} NOT NULL, ts timestamp NOT NULL, outcome {c} NOT NULL,
+                 detail text, seq bigint GENERATED ALWAYS AS IDENTITY)""",
+             "CREATE INDEX turn_outcomes_turn ON turn_outcomes (turn_id)",
+             f"INSERT INTO turn_outcomes (turn_id, ts, outcome, detail) SELECT id, ts, 'migrated', '{MIGRATED}' "
+             "FROM turns ORDER BY ts, seq"]),
     ]
-
-
-def is_dsn(path: str | Path) -> bool:
-    """Return True when `path` is a PostgreSQL URI rather than a DuckDB file."""
-    return isinstance(path, str) and path.startswith(DSN_PREFIXES)
-
-
-def split_dsn(dsn: str) -> tuple[str, str]:
-    """Return (the DSN libpq understands, the store's schema) from a DSN that may carry ?schema=NAME."""
-    parts = urlsplit(dsn)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), DEFAULT_SCHEMA)
-    if not _SCHEMA_NAME.match(schema):
-        raise InvalidInput(f"schema {schema!r} is not a plain lower-case identifier (letters, digits, _)")
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
-
-
-def redact(dsn: str) -> str:
-    """Return `dsn` with any password replaced by ***, fit for logs and provenance."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def _psycopg() -> Any:
-    """Import psycopg and the pgvector adapter, or raise saying what to install."""
-    try:
-        import pgvector.psycopg  # noqa: F401
-        import psycopg
-    except ImportError as exc:
-        raise StoreError("the PostgreSQL store needs psycopg and pgvector; run: pip install 'mnemo-ltm[postgres]'"
-                         ) from exc
-    return psycopg
-
-
-def connect(dsn: str) -> Any:
-    """Open an autocommit connection in UTC, turning an unreachable server into a StoreError."""
-    psycopg = _psycopg()
-    conninfo, _ = split_dsn(dsn)
-    try:
-        con = psycopg.connect(conninfo, autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise StoreError(f"cannot connect to {redact(dsn)}: {str(exc).strip()}; start PostgreSQL "
-                         "(in a checkout: bash .ci/services.sh start) or fix the DSN") from exc
-    con.execute("SET TIME ZONE 'UTC'")
-    return con
-
-
-def _vector_schema(con: Any, *, create: bool) -> str:
-    """Return the schema holding the `vector` extension, creating the extension when allowed."""
-    row = con.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
-                      "WHERE e.extname = 'vector'").fetchone()
-    if row:
-        return row[0]
-    psycopg = _psycopg()
-    if create:
-        try:
-            # In public, not the store's schema: every store in the database shares the one type.
-            con.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
-            return "public"
-        except psycopg.Error as exc:
-            raise ExtensionUnavailable(
-                f"cannot create the pgvector extension ({str(exc).strip()}); install pgvector on the server and "
-                "run CREATE EXTENSION vector as a superuser, or grant this role the right to") from exc
-    raise ExtensionUnavailable("the pgvector extension is not installed in this database; "
-                               "run CREATE EXTENSION vector as a superuser")
 
 
 POSTGRES = Dialect(
@@ -226,7 +170,7 @@ class PgStore(PgArchive, SQLStore):
             with con.transaction():
                 # One opener at a time creates the extension and schema: concurrent IF NOT EXISTS can still clash.
                 con.execute("SELECT pg_advisory_xact_lock(hashtext('mnemo.store_pg.setup'))")
-                ext = _vector_schema(con, create=create)
+                ext = vector_schema(con, create=create)
                 if create:
                     con.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
             con.execute(sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(self.schema), sql.Identifier(ext)))
@@ -291,7 +235,7 @@ class PgStore(PgArchive, SQLStore):
         A restart or failover of PostgreSQL breaks the store's connection; the service's
         readiness probe calls this, so a replica reconnects instead of failing every request.
         """
-        psycopg = _psycopg()
+        psycopg = psycopg_module()
         with self._lock:
             # Twice at most: a dropped connection shows it is broken only when next used.
             for attempt in (1, 2):
@@ -383,6 +327,11 @@ class PgStore(PgArchive, SQLStore):
 
     def insert_links(self, links: Iterable[Link]) -> None:
         self._many(f"INSERT INTO links ({LINKS.cols}) VALUES (%s, %s, %s, %s)", [LINKS.values(lk) for lk in links])
+
+    def mark_turns(self, outcomes: Iterable[TurnOutcome]) -> None:
+        """Append turn outcomes (callers hold the transaction of the writes they describe)."""
+        self._many(f"INSERT INTO turn_outcomes ({OUTCOMES.cols}) VALUES (%s, %s, %s, %s)",
+                   [OUTCOMES.values(o) for o in outcomes])
 
     def _status_transaction(self) -> Any:
         # Its own transaction, with the row locked (Dialect.for_update): a concurrent writer changing the
@@ -513,7 +462,7 @@ class PgStore(PgArchive, SQLStore):
 
         con = connect(self._dsn)
         try:
-            ext = _vector_schema(con, create=False)
+            ext = vector_schema(con, create=False)
             con.execute(sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(self.schema), sql.Identifier(ext)))
             register_vector(con)
             # psycopg opens the transaction with these on the first statement.
