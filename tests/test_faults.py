@@ -8,20 +8,35 @@ a kill -9 of the postmaster with fsync on) are in test_faults_pg.py.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import anyio
 import httpx
+import numpy as np
 import pytest
+from conftest import stop_process
 from mcp import Client
+from typer.testing import CliRunner
 
 from mnemo import Memory
-from mnemo.errors import InvalidInput
+from mnemo.cli import app as cli
+from mnemo.errors import InvalidInput, StoreLocked
+from mnemo.model import Turn
 from mnemo.server.http import create_app, running
 from mnemo.server.mcp import build_server
-from mnemo.server.tenants import ServerConfig
+from mnemo.server.tenants import RWLock, ServerConfig
 
 pytestmark = pytest.mark.faults
 
@@ -116,8 +131,6 @@ def test_mcp_and_http_refuse_the_same_arguments():
 # ----------------------------------------------------------------- 3. readers behind busy writers
 def _mixed_load(url: str, seconds: float, writers: int = 3, readers: int = 3) -> dict[str, list]:
     """Run `writers` adding and `readers` recalling on one tenant for `seconds`; return their latencies and codes."""
-    import threading
-    import time
 
     out: dict[str, list] = {"read_s": [], "write_s": [], "codes": []}
     deadline = time.monotonic() + seconds
@@ -147,7 +160,6 @@ def _mixed_load(url: str, seconds: float, writers: int = 3, readers: int = 3) ->
 
 def test_readers_make_progress_under_three_sustained_writers_on_one_tenant(tmp_path):
     """Three writers and three readers on one tenant: before the fix the readers ran only when the writers stopped."""
-    import numpy as np
 
     seconds = 8.0
     app = create_app({KEY: "acme"}, ServerConfig(store_dir=str(tmp_path), embedder="hash", quota_calls=10**9))
@@ -168,10 +180,7 @@ def test_readers_make_progress_under_three_sustained_writers_on_one_tenant(tmp_p
 
 def test_the_tenant_lock_lets_callers_in_by_order_of_arrival():
     """Behind a writer: reader r1, writer w2, reader r3 arrive in that order; r1 runs before w2, r3 after it."""
-    import threading
-    import time
 
-    from mnemo.server.tenants import RWLock
 
     lock, order = RWLock(), []
 
@@ -207,8 +216,6 @@ def _exported(tmp_path: Path, key: str | None = None) -> Path:
 
 def _forge(path: Path, out: Path, change) -> Path:
     """Apply `change` to the first memory line, then recompute the trailer's counts and sha256 as a forger would."""
-    import base64
-    import hashlib
 
     lines = path.read_bytes().splitlines(keepends=True)
     body, trailer = lines[:-1], json.loads(lines[-1])
@@ -230,7 +237,7 @@ FORGERIES = {
     "kind": lambda o, b64: o.update(kind="bogus-kind"),
     "importance": lambda o, b64: o.update(importance=1e308),
     "NaN vector": lambda o, b64: o.update(embedding=b64.b64encode(
-        __import__("numpy").full(16, float("nan"), "<f4").tobytes()).decode()),
+        np.full(16, float("nan"), "<f4").tobytes()).decode()),
     "user name": lambda o, b64: o.update(user="a\x00b"),
     "meta": lambda o, b64: o.update(meta={"k": float("inf")}),
 }
@@ -271,29 +278,23 @@ def test_a_signed_export_imports_with_its_key_only_and_a_required_signature_is_r
 
 
 def test_the_cli_signs_with_the_operators_key_and_refuses_an_unsigned_file_when_the_key_is_set(tmp_path, monkeypatch):
-    from typer.testing import CliRunner
-
-    from mnemo.cli import app
 
     store = str(tmp_path / "src.duckdb")
     with Memory.open(store, embedder="hash:16") as mem:
         mem.add("The vault code is 9931", user="ops")
     run = CliRunner()
-    assert run.invoke(app, ["export", str(tmp_path / "plain.jsonl"), "--store", store]).exit_code == 0
+    assert run.invoke(cli, ["export", str(tmp_path / "plain.jsonl"), "--store", store]).exit_code == 0
     monkeypatch.setenv("MNEMO_EXPORT_KEY", SIGNING_KEY)
-    res = run.invoke(app, ["export", str(tmp_path / "signed.jsonl"), "--store", store])
+    res = run.invoke(cli, ["export", str(tmp_path / "signed.jsonl"), "--store", store])
     assert res.exit_code == 0 and "signed" in res.output, res.output
-    ok = run.invoke(app, ["import", str(tmp_path / "signed.jsonl"), "--store", str(tmp_path / "a.duckdb")])
+    ok = run.invoke(cli, ["import", str(tmp_path / "signed.jsonl"), "--store", str(tmp_path / "a.duckdb")])
     assert ok.exit_code == 0, ok.output
-    refused = run.invoke(app, ["import", str(tmp_path / "plain.jsonl"), "--store", str(tmp_path / "b.duckdb")])
+    refused = run.invoke(cli, ["import", str(tmp_path / "plain.jsonl"), "--store", str(tmp_path / "b.duckdb")])
     assert refused.exit_code != 0 and isinstance(refused.exception, InvalidInput), refused.output
 
 
 # ----------------------------------------------------------------- 6. one server per store folder
-def _serve(store_dir: Path, port: int) -> "subprocess.Popen":
-    import os
-    import subprocess
-    import sys
+def _serve(store_dir: Path, port: int) -> subprocess.Popen:
 
     cmd = [sys.executable, "-m", "mnemo.cli", "serve", "http", "--store-dir", str(store_dir), "--embedder", "hash",
            "--port", str(port), "--log-level", "warning"]
@@ -302,7 +303,6 @@ def _serve(store_dir: Path, port: int) -> "subprocess.Popen":
 
 
 def _free_port() -> int:
-    import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -310,7 +310,6 @@ def _free_port() -> int:
 
 
 def _ready(url: str, proc, timeout_s: float = 90.0) -> None:
-    import time
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -326,9 +325,7 @@ def _ready(url: str, proc, timeout_s: float = 90.0) -> None:
 
 @pytest.mark.slow
 def test_a_second_server_on_the_same_store_folder_refuses_to_start_and_a_dead_ones_lock_is_stale(tmp_path):
-    import signal
 
-    from conftest import stop_process
 
     port = _free_port()
     first = _serve(tmp_path, port)
@@ -361,10 +358,7 @@ def test_a_second_server_on_the_same_store_folder_refuses_to_start_and_a_dead_on
 
 
 def test_a_writer_refused_because_another_process_reads_the_file_is_told_so(tmp_path):
-    import subprocess
-    import sys
 
-    from mnemo.errors import StoreLocked
 
     path = tmp_path / "m.duckdb"
     with Memory.open(path, embedder="hash:16") as mem:
@@ -397,8 +391,6 @@ CONVERSATION = ["I live in Berlin.", "My sister is called Anna.", "I work as a n
 
 def _kill_mid_batch(location: str, kill_at: int) -> int:
     """Run remember_many of CONVERSATION in a child process that SIGKILLs itself at its `kill_at`-th extraction."""
-    import subprocess
-    import sys
 
     code = f"""
 import os, signal, sys
@@ -428,7 +420,6 @@ def _memories(mem: Memory) -> list[tuple[str, str]]:
 
 
 def test_turns_of_a_batch_killed_mid_write_are_processed_once_at_the_next_open(backend):
-    from datetime import datetime, timedelta, timezone
 
     reference = backend.location("reference")
     t0 = datetime(2025, 3, 1, 9, tzinfo=timezone.utc)
@@ -455,7 +446,6 @@ def test_turns_of_a_batch_killed_mid_write_are_processed_once_at_the_next_open(b
 
 
 def test_every_write_records_its_turns_outcome_and_an_unfinished_add_is_skipped_not_replayed(backend):
-    from mnemo.model import Turn
 
     location = backend.location("m")
     with Memory.open(location, embedder="hash:64") as mem:

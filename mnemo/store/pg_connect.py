@@ -1,16 +1,39 @@
-"""PostgreSQL addresses and connections for the store and the quota counter (split from postgres.py)."""
+"""PostgreSQL connections for the store and the quota counter: addresses, opening, and connections that heal.
+
+A restart or failover of PostgreSQL (or `pg_terminate_backend`) drops every connection.
+Nothing tells a connection until it is used, so without care the next request fails and
+every later one too. Here:
+
+- `alive(con)` is asked before an idle connection is used: an idle connection's socket
+  has nothing to read unless the server sent something on its own, which is almost
+  always "terminating connection" followed by its close. So an empty socket costs one
+  `select` and no round trip; a readable one is asked `SELECT 1`. A connection found
+  dead is reopened by its owner (`PgStore.con`, `meter.PgCounter`), never inside an
+  open transaction, whose statements would otherwise land on the new connection outside it.
+- `answering(what)` turns a lost or refused connection (psycopg's OperationalError and
+  InterfaceError) into `StoreUnavailable`: the HTTP service answers 503 with Retry-After
+  while the database is away, and the first request after it is back reconnects.
+- `connect` gives up after CONNECT_TIMEOUT_S on an address that does not answer.
+
+A connection dropped without a word (a host that vanished, no FIN) shows it only when a
+statement fails: that request gets 503, and the next finds the connection broken and reopens it.
+"""
 
 from __future__ import annotations
 
 import re
+import select
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import ExtensionUnavailable, InvalidInput, StoreError
+from ..errors import ExtensionUnavailable, InvalidInput, StoreError, StoreUnavailable
 
 DSN_PREFIXES = ("postgresql://", "postgres://")
 DEFAULT_SCHEMA = "mnemo"
+CONNECT_TIMEOUT_S = 5  # an address that does not answer is given up on after this long
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -51,16 +74,50 @@ def psycopg_module() -> Any:
 
 
 def connect(dsn: str) -> Any:
-    """Open an autocommit connection in UTC, turning an unreachable server into a StoreError."""
+    """Open an autocommit connection in UTC, turning an unreachable server into StoreUnavailable."""
     psycopg = psycopg_module()
     conninfo, _ = split_dsn(dsn)
     try:
-        con = psycopg.connect(conninfo, autocommit=True)
+        con = psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        con.execute("SET TIME ZONE 'UTC'")
     except psycopg.OperationalError as exc:
-        raise StoreError(f"cannot connect to {redact(dsn)}: {str(exc).strip()}; start PostgreSQL "
+        raise StoreUnavailable(f"cannot connect to {redact(dsn)}: {str(exc).strip()}; start PostgreSQL "
                                "(in a checkout: bash .ci/services.sh start) or fix the DSN") from exc
-    con.execute("SET TIME ZONE 'UTC'")
     return con
+
+
+def alive(con: Any) -> bool:
+    """Return whether a connection can be used: False if closed, broken, or idle with a dead server behind it.
+
+    A connection inside a transaction is never judged here (it must not be replaced mid-transaction).
+    """
+    if con is None or con.closed or con.broken:
+        return False
+    psycopg = psycopg_module()
+    if con.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return True
+    try:
+        readable, _, _ = select.select([con.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    if not readable:
+        return True
+    # The server spoke first: usually to say it is terminating the connection. Ask it once.
+    try:
+        con.execute("SELECT 1").fetchone()
+    except psycopg.Error:
+        return False
+    return True
+
+
+@contextmanager
+def answering(what: str) -> Iterator[None]:
+    """Turn a lost or refused database connection in the block into StoreUnavailable (retry later)."""
+    psycopg = psycopg_module()
+    try:
+        yield
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        raise StoreUnavailable(f"{what} does not answer ({' '.join(str(exc).split())}); retry shortly") from exc
 
 
 def vector_schema(con: Any, *, create: bool) -> str:

@@ -38,6 +38,9 @@ What differs, on purpose:
 - The cold archive (`archive_*`, in `pg_archive`) writes the same Parquet files
   with pyarrow, with the same guarantees; its row digests are md5-based, not
   DuckDB's hash, so they are checked on restore into PostgreSQL only.
+- The connection can be dropped by the server (a restart, a failover): it is checked
+  before each use outside a transaction and reopened (`pg_connect.alive`), and while the
+  database is away every call raises `StoreUnavailable` (HTTP 503 with Retry-After).
 """
 
 from __future__ import annotations
@@ -51,11 +54,11 @@ from typing import Any
 import numpy as np
 
 from ..config import DecayConfig
-from ..errors import InvalidInput, StoreError
+from ..errors import InvalidInput, StoreUnavailable
 from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
 from .counts import counts_of
 from .pg_archive import PgArchive
-from .pg_connect import connect, psycopg_module, redact, split_dsn, vector_schema
+from .pg_connect import alive, answering, connect, redact, split_dsn, vector_schema
 from .rows import (
     EVENTS,
     LINKS,
@@ -151,7 +154,9 @@ class PgStore(PgArchive, SQLStore):
         # lock itself, so a server holding a user's lock can call Memory, which takes it again.
         self._lock_guard = threading.RLock()
         self._lock_con: Any = None
-        self.con = self._open(create=not read_only)
+        self._lock_depth = 0  # `exclusive` blocks open on this thread's lock connection (it is not replaced meanwhile)
+        self._depth = 0  # transactions open on the store's connection (it is not replaced meanwhile)
+        self._con = self._open(create=not read_only)
         self.embedder, self.dim = self._check_embedder(embedder, dim)
         if not read_only:
             self._migrate()
@@ -196,10 +201,19 @@ class PgStore(PgArchive, SQLStore):
         return row[0] if row else None
 
     # ----------------------------------------------------------------- set-up
+    @property
+    def con(self) -> Any:
+        """The store's connection, reopened first if the server dropped it (`pg_connect.alive`); never mid-transaction."""
+        with self._lock:
+            if self._depth == 0 and not alive(self._con):
+                self._con.close()
+                self._con = self._open(create=not self.read_only)
+            return self._con
+
     def _meta(self) -> dict[str, str]:
-        if self.con.execute("SELECT to_regclass('store_meta')").fetchone()[0] is None:
+        if self._run("SELECT to_regclass('store_meta')").fetchone()[0] is None:
             return {}
-        return dict(self.con.execute("SELECT key, value FROM store_meta").fetchall())
+        return dict(self._run("SELECT key, value FROM store_meta").fetchall())
 
     def _check_embedder(self, embedder: str, dim: int) -> tuple[str, int]:
         with self.transaction():
@@ -225,28 +239,25 @@ class PgStore(PgArchive, SQLStore):
         check_version(version, self.path)
 
     def close(self) -> None:
-        self.con.close()
+        self._con.close()
         if self._lock_con is not None:
             self._lock_con.close()
 
     def ping(self) -> None:
-        """Ask the database for one row, first replacing a connection the server dropped; raise StoreError if it fails.
+        """Ask the database for one row, replacing a connection the server dropped; raise StoreUnavailable if it fails.
 
-        A restart or failover of PostgreSQL breaks the store's connection; the service's
-        readiness probe calls this, so a replica reconnects instead of failing every request.
+        The service's readiness probe calls this; requests heal the connection the same way (`con`).
         """
-        psycopg = psycopg_module()
         with self._lock:
-            # Twice at most: a dropped connection shows it is broken only when next used.
+            # Twice at most: a connection dropped without a word shows it is broken only when next used.
             for attempt in (1, 2):
                 try:
-                    if self.con.closed or self.con.broken:
-                        self.con = self._open(create=not self.read_only)
-                    self.con.execute("SELECT 1").fetchone()
+                    with answering(self.path):
+                        self.con.execute("SELECT 1").fetchone()
                     return
-                except psycopg.Error as exc:
-                    if attempt == 2 or not (self.con.closed or self.con.broken):
-                        raise StoreError(f"{self.path} does not answer: {str(exc).strip()}") from exc
+                except StoreUnavailable:
+                    if attempt == 2 or self._depth or alive(self._con):
+                        raise
 
     @contextmanager
     def exclusive(self, key: str) -> Iterator[None]:
@@ -258,15 +269,22 @@ class PgStore(PgArchive, SQLStore):
         process that dies releases the lock with its connection.
         """
         with self._lock_guard:
-            if self._lock_con is None or self._lock_con.closed or self._lock_con.broken:
+            # Replaced only when no lock is held on it: closing it would let the held lock go.
+            if self._lock_depth == 0 and not alive(self._lock_con):
+                if self._lock_con is not None:
+                    self._lock_con.close()
                 self._lock_con = connect(self._dsn)
             con = self._lock_con
-            con.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(%s))", [self.schema, key])
+            with answering(self.path):
+                con.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(%s))", [self.schema, key])
+            self._lock_depth += 1
             try:
                 yield
             finally:
+                self._lock_depth -= 1
                 if not con.closed and not con.broken:
-                    con.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", [self.schema, key])
+                    with answering(self.path):
+                        con.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", [self.schema, key])
 
     def save_indexes(self) -> bool:
         """Return False: pgvector's and PostgreSQL's indexes live in the database, nothing is rebuilt at open."""
@@ -278,19 +296,29 @@ class PgStore(PgArchive, SQLStore):
 
     @contextmanager
     def transaction(self) -> Iterator[PgStore]:
-        """Return a context manager that commits on success and rolls back on any error."""
-        with self._lock, self.con.transaction():
-            yield self
+        """Return a context manager that commits on success and rolls back on any error.
+
+        A connection the server dropped is reopened before the transaction begins, never during it;
+        a connection lost during it raises StoreUnavailable and nothing of it is committed.
+        """
+        with self._lock, answering(self.path):
+            con = self.con
+            self._depth += 1
+            try:
+                with con.transaction():
+                    yield self
+            finally:
+                self._depth -= 1
 
     # ----------------------------------------------------------------- writes
     def _run(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         """Execute one statement under the store lock and return its cursor."""
-        with self._lock:
+        with self._lock, answering(self.path):
             return self.con.execute(sql, params)
 
     def _many(self, sql: str, rows: list[Sequence[Any]]) -> None:
         if rows:
-            with self._lock, _unique(), self.con.cursor() as cur:
+            with self._lock, answering(self.path), _unique(), self.con.cursor() as cur:
                 cur.executemany(sql, rows)
 
     def insert_turn(self, turn: Turn) -> None:
@@ -308,7 +336,7 @@ class PgStore(PgArchive, SQLStore):
         vectors = self._insertable(records, vectors)
         if not len(records):
             return
-        with self._lock, _unique(), self.con.cursor() as cur:
+        with self._lock, answering(self.path), _unique(), self.con.cursor() as cur:
             # Binary COPY: text would format every float in Python, which costs more than the whole insert.
             counts = counts_of([r.text for r in records])
             cols = f"{', '.join(SQL_COLS)}, tokens, embedding"
@@ -395,13 +423,14 @@ class PgStore(PgArchive, SQLStore):
         # Ties break by id for exact search; the HNSW index serves only an ORDER BY of the bare distance.
         sql = (f"SELECT id, 1 - (embedding <=> %s) AS score FROM memories WHERE {where} "
                f"ORDER BY embedding <=> %s{'' if self._hnsw else ', id'} LIMIT %s")
-        with self._lock:
+        with self._lock, answering(self.path):
             if self._hnsw:
-                with self.con.transaction():
-                    self.con.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                with self.transaction():
+                    con = self._con
+                    con.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     # Measured on clustered 384-d vectors: recall@10 0.98 at pgvector's default 40, 0.99 at 100.
-                    self.con.execute("SET LOCAL hnsw.ef_search = 100")
-                    rows = self.con.execute(sql, [q, *params, q, k]).fetchall()
+                    con.execute("SET LOCAL hnsw.ef_search = 100")
+                    rows = con.execute(sql, [q, *params, q, k]).fetchall()
                 # Relaxed order may swap near neighbours: sort what came back.
                 rows.sort(key=lambda r: (-_score(r[1]), r[0]))
             else:
