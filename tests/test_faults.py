@@ -475,3 +475,18 @@ def test_a_store_from_before_turn_outcomes_is_migrated_without_replaying_its_tur
         [turn] = mem.store.turns()
         assert [o.outcome for o in mem.store.turn_outcomes(turn.id)] == ["migrated"]
         assert _memories(mem) == before
+
+
+def test_the_mixed_load_benchmark_runs_on_one_tenant_and_across_tenants_and_loses_nothing():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("load_http", ROOT / "benchmarks" / "load_http.py")
+    load = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load)
+    keys = {KEY: "acme", "faults-key-globex-0123456789": "globex"}
+    with running(create_app(keys, ServerConfig(embedder="hash", quota_calls=10**9))) as url:
+        for tenants in ([KEY], list(keys)):
+            result = load.mixed(url, tenants, writers=2, readers=2, seconds=2.0)
+            assert result["5xx"] == result["errors"] == result["lost_writes"] == 0, result
+            assert result["writes"] > 0 and result["reads"] > 0 and result["tenants"] == len(tenants)
+    assert "| engine | layout |" in load.table([{"engine": "duckdb", "layout": "one tenant", **result}])
