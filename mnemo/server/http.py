@@ -28,9 +28,14 @@ concurrently on per-thread DuckDB cursors. Handlers are plain `def`s, so they ru
 in the server's thread pool and never block the event loop.
 
 Errors: a MnemoError becomes a 4xx with its message (NotFound 404, InvalidInput and
-ConfigError 422, quota 429 with Retry-After, a missing model 503); request bodies
-over the size limit get 413, and malformed input is refused by validation (422),
-never a 500.
+ConfigError 422, quota 429 with Retry-After, a missing model 503, a database that does
+not answer 503 with Retry-After: the next request reconnects); request bodies over the
+size limit get 413, and malformed input (fields `inputs` refuses, a body that is not
+UTF-8 JSON or is nested past the parser's limit) is refused with 422, never a 500.
+Bodies are the request models of `inputs`, which the MCP tools share.
+
+One server per store folder: `serve` holds a lock file in it (`lockfile`), so a second
+server on the same --store-dir refuses to start instead of taking tenants from this one.
 """
 
 from __future__ import annotations
