@@ -21,6 +21,16 @@ the same database and the client threads are spread over them round-robin; every
 acknowledged write is read back through another replica than the one that took it.
 --compare N runs the same load against one replica and then against N, each on fresh
 schemas (dropped afterwards), in this one process, and prints both and the ratios.
+
+Mixed readers and writers (issue #33): --mix runs W writer threads (POST /v1/memories) and R
+reader threads (POST /v1/recall) twice, first all on one tenant, then across tenants (tenant
+i has writer i and reader i, each with its own key), on a fresh server each time, on DuckDB
+(a temporary folder) and, with --pg DSN, on PostgreSQL (fresh schemas, dropped afterwards).
+Each run reports throughput, read and write p50/p95, 5xx answers, other errors and writes lost
+(every acknowledged write read back with its tenant's key); --out FILE saves the JSON.
+
+    python benchmarks/load_http.py --mix --seconds 20 --writers 3 --readers 3 --pg postgresql://.../db \
+        --out benchmarks/results/load_mixed.json
 """
 
 from __future__ import annotations
@@ -137,8 +147,12 @@ def run(base_url: str | Sequence[str], key: str, *, seconds: float = 10.0, threa
 
 
 @contextmanager
-def _servers(key: str, store_dir: str, replicas: int = 1) -> Iterator[list[str]]:
-    """Run `replicas` `mnemo serve http` processes over `store_dir` on free loopback ports; yield their URLs."""
+def _servers(key: str | dict[str, str], store_dir: str, replicas: int = 1) -> Iterator[list[str]]:
+    """Run `replicas` `mnemo serve http` processes over `store_dir` on free loopback ports; yield their URLs.
+
+    `key` is one API key (tenant "load") or {key: tenant}.
+    """
+    keys = {key: "load"} if isinstance(key, str) else key
     procs, urls = [], []
     try:
         for _ in range(replicas):
@@ -148,7 +162,8 @@ def _servers(key: str, store_dir: str, replicas: int = 1) -> Iterator[list[str]]
             cmd = [sys.executable, "-c", "from mnemo.cli import main; main()", "serve", "http", "--store-dir",
                    store_dir, "--embedder", "hash", "--port", str(port), "--quota-calls", str(10**9), "--log-level",
                    "warning"]
-            procs.append(subprocess.Popen(cmd, env={**os.environ, "MNEMO_API_KEYS": f"{key}:load"}))
+            api_keys = ",".join(f"{k}:{t}" for k, t in keys.items())
+            procs.append(subprocess.Popen(cmd, env={**os.environ, "MNEMO_API_KEYS": api_keys}))
             urls.append(f"http://127.0.0.1:{port}")
         deadline = time.monotonic() + 90
         for url, proc in zip(urls, procs, strict=True):
@@ -201,6 +216,98 @@ def compare(dsn: str, replicas: int, **load: float) -> dict:
             "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
 
 
+def _mixed_client(url: str, key: str, name: str, write: bool, deadline: float, out: dict) -> None:
+    """Loop writes (distinct facts) or recalls on one tenant until `deadline`, timing each."""
+    rng = random.Random(name)
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as c:
+        k = 0
+        while time.monotonic() < deadline:
+            start = time.perf_counter()
+            try:
+                if write:
+                    words = " ".join(rng.sample(WORDS, 3))
+                    res = c.post("/v1/memories", json={"text": f"Crate {name}-{k} holds {words}", "user": "mix",
+                                                       "subject": f"crate-{name}-{k}", "attribute": "contents",
+                                                       "value": words})
+                else:
+                    res = c.post("/v1/recall", json={"query": f"what does crate {rng.randrange(k + 1)} hold",
+                                                     "user": "mix", "budget_tokens": 128})
+            except httpx.HTTPError as exc:
+                out["errors"].append(f"{type(exc).__name__}: {exc}")
+                continue
+            k += 1
+            elapsed = time.perf_counter() - start
+            if res.status_code >= 500:
+                out["5xx"].append(f"{res.status_code}: {res.text[:200]}")
+            elif res.status_code != 200:
+                out["errors"].append(f"{res.status_code}: {res.text[:200]}")
+            else:
+                out["write_s" if write else "read_s"].append(elapsed)
+                if write:
+                    out["acked"].append((key, res.json()["id"], res.json()["text"]))
+
+
+def mixed(url: str, keys: list[str], *, writers: int, readers: int, seconds: float) -> dict:
+    """Run `writers` and `readers` threads, thread i on tenant keys[i % len(keys)]; return the figures of the run."""
+    out: dict = {"errors": [], "5xx": [], "write_s": [], "read_s": [], "acked": []}
+    for key in keys:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as c:
+            c.post("/v1/memories", json={"text": "Warm-up note", "user": "warm-up"}).raise_for_status()
+            c.post("/v1/recall", json={"query": "warm-up note", "user": "warm-up"}).raise_for_status()
+    deadline = time.monotonic() + seconds
+    started = time.monotonic()
+    threads = [threading.Thread(target=_mixed_client, args=(url, keys[i % len(keys)], f"w{i}", True, deadline, out))
+               for i in range(writers)]
+    threads += [threading.Thread(target=_mixed_client, args=(url, keys[i % len(keys)], f"r{i}", False, deadline,
+                                                             out)) for i in range(readers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.monotonic() - started
+    lost = 0
+    clients = {k: httpx.Client(base_url=url, headers={"Authorization": f"Bearer {k}"}, timeout=60) for k in keys}
+    try:
+        for key, mid, text in out["acked"]:
+            res = clients[key].get(f"/v1/memories/{mid}")
+            lost += res.status_code != 200 or res.json()["text"] != text
+    finally:
+        for c in clients.values():
+            c.close()
+    done = len(out["write_s"]) + len(out["read_s"])
+    return {"tenants": len(keys), "writers": writers, "readers": readers, "seconds": round(wall, 2),
+            "throughput_rps": round(done / wall, 1), "writes": len(out["write_s"]), "reads": len(out["read_s"]),
+            "write": _percentiles(out["write_s"]), "read": _percentiles(out["read_s"]),
+            "5xx": len(out["5xx"]), "errors": len(out["errors"]),
+            "error_samples": (out["5xx"] + out["errors"])[:5], "acknowledged_writes": len(out["acked"]),
+            "lost_writes": lost}
+
+
+def mixed_matrix(*, writers: int, readers: int, seconds: float, pg: str | None = None) -> list[dict]:
+    """Run `mixed` on one tenant and across tenants, on DuckDB and (with `pg`) PostgreSQL, each on a fresh server."""
+    runs = []
+    engines = [("duckdb", None)] + ([("postgres", pg)] if pg else [])
+    for engine, dsn in engines:
+        for layout in ("one tenant", "across tenants"):
+            n = 1 if layout == "one tenant" else max(writers, readers)
+            keys = {secrets.token_urlsafe(24): f"mix{i}" for i in range(n)}
+            place = _fresh_schemas(dsn) if dsn else nullcontext(tempfile.mkdtemp(prefix="mnemo-mix-"))
+            with place as store_dir, _servers(keys, store_dir) as urls:
+                result = mixed(urls[0], list(keys), writers=writers, readers=readers, seconds=seconds)
+            runs.append({"engine": engine, "layout": layout, **result})
+    return runs
+
+
+def table(runs: list[dict]) -> str:
+    """Return the runs of `mixed_matrix` as a Markdown table."""
+    head = ("| engine | layout | req/s | writes | reads | write p50 / p95 ms | read p50 / p95 ms | 5xx | errors "
+            "| acked | lost |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = [f"| {r['engine']} | {r['layout']} | {r['throughput_rps']} | {r['writes']} | {r['reads']} | "
+            f"{r['write']['p50_ms']} / {r['write']['p95_ms']} | {r['read']['p50_ms']} / {r['read']['p95_ms']} | "
+            f"{r['5xx']} | {r['errors']} | {r['acknowledged_writes']} | {r['lost_writes']} |" for r in runs]
+    return "\n".join([head, *rows])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="an already running service (default: start one in this process)")
@@ -213,7 +320,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=1, help="server processes over one postgresql:// --store-dir")
     parser.add_argument("--compare", type=int, metavar="N", help="run against 1 replica, then N, on fresh schemas of "
                                                                  "the postgresql:// --store-dir; print both and ratios")
+    parser.add_argument("--mix", action="store_true", help="mixed writers and readers, on one tenant and across "
+                                                          "tenants, on DuckDB and (with --pg) PostgreSQL")
+    parser.add_argument("--writers", type=int, default=3, help="--mix: writer threads")
+    parser.add_argument("--readers", type=int, default=3, help="--mix: reader threads")
+    parser.add_argument("--pg", help="--mix: a postgresql:// DSN (without ?schema=) to run on PostgreSQL too")
+    parser.add_argument("--out", help="--mix: also write the JSON here")
     args = parser.parse_args(argv)
+    if args.mix:
+        runs = mixed_matrix(writers=args.writers, readers=args.readers, seconds=args.seconds, pg=args.pg)
+        report = {"runs": runs, "cpus": os.cpu_count(), "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(report, f, indent=2)
+        print(json.dumps(report, indent=2))
+        print(table(runs))
+        return 1 if any(r["5xx"] or r["errors"] or r["lost_writes"] for r in runs) else 0
     if args.url and not args.key:
         parser.error("--url needs --key")
     postgres = (args.store_dir or "").startswith(("postgresql://", "postgres://"))

@@ -33,6 +33,8 @@ EMBEDDER = typer.Option(None, "--embedder", help="hash | minilm | openai:MODEL (
 LLM = typer.Option(None, "--llm", help="offline | live | record:PATH | replay:PATH (default: offline).")
 USER = typer.Option(..., "--user", "-u", help="Whose memories.")
 JSON_OUT = typer.Option(False, "--json", help="Print JSON instead of a table.")
+SIGN_HELP = "Sign the JSON export with this key, HMAC-SHA256 (default: $MNEMO_EXPORT_KEY, safer than an argument)."
+CHECK_HELP = "Require a valid signature under this key (default: $MNEMO_EXPORT_KEY); unsigned or edited files are refused."
 
 
 def _open(store: str, embedder: str | None = None, llm: str | None = None, read_only: bool = False):
@@ -190,6 +192,19 @@ def stats(store: str = STORE) -> None:
         _dump(mem.stats())
 
 
+@app.command("repair")
+def repair_cmd(store: str = STORE) -> None:
+    """Process turns recorded but never processed (a writer killed mid-batch), once each, and say what became of them."""
+    from .memory import Memory
+
+    with Memory.open(store, recover=False) as mem:
+        done = mem.repair()
+    console.print(f"{store}: {done.summary()}")
+    for name in ("skipped", "failed", "waiting"):
+        for turn, why in getattr(done, name):
+            console.print(f"  {name} {turn.id}: {why}")
+
+
 @app.command()
 def demo(store: str = typer.Option(None, "--store", "-s", help="Keep the demo store here (default: a temp dir)."),
          embedder: str = EMBEDDER) -> None:
@@ -267,6 +282,7 @@ def serve_mcp(store: str = typer.Option(None, "--store", "-s", help="stdio: the 
               store_dir: str = STORE_DIR, keys: Path = KEYS, quota_calls: int = QUOTA_CALLS,
               quota_window: float = QUOTA_WINDOW) -> None:
     """Serve the memory tools over MCP: remember, recall, forget, history, list_memories, audit, assess, export."""
+    from .portable import export_key
     from .server.mcp import serve
     from .server.tenants import ServerConfig, load_keys
 
@@ -274,7 +290,7 @@ def serve_mcp(store: str = typer.Option(None, "--store", "-s", help="stdio: the 
         serve(store, transport=transport, embedder=embedder, llm=llm)
         return
     cfg = ServerConfig(store_dir=_store_dir(store_dir), embedder=embedder, llm=llm, quota_calls=quota_calls,
-                       quota_window_s=quota_window)
+                       quota_window_s=quota_window, export_key=export_key())
     serve(store, transport=transport, host=host, port=port, path=path, keys=load_keys(keys), cfg=cfg)
 
 
@@ -314,11 +330,13 @@ def serve_http(store_dir: str = STORE_DIR, keys: Path = KEYS,
                                                           "explorer shows, read-only, to every API key."),
                log_level: str = typer.Option("info", help="uvicorn log level.")) -> None:
     """Serve the library over HTTP (FastAPI): API keys map to tenants, one store per tenant, quotas, /readyz."""
+    from .portable import export_key
     from .server.http import serve
     from .server.tenants import ServerConfig, load_keys
 
     cfg = ServerConfig(store_dir=_store_dir(store_dir), embedder=embedder, llm=llm, recipe=recipe_name,
-                       max_body_bytes=max_body_bytes, quota_calls=quota_calls, quota_window_s=quota_window)
+                       max_body_bytes=max_body_bytes, quota_calls=quota_calls, quota_window_s=quota_window,
+                       export_key=export_key())
     Console(stderr=True).print(f"explorer: http://{host}:{port}/explorer")
     serve(load_keys(keys), cfg, host=host, port=port, tools=_load_object(tools) if tools else None,
           log_level=log_level, experiments=experiments)
@@ -329,11 +347,15 @@ def export_cmd(path: Path = typer.Argument(..., help="File to write."),
                user: str = typer.Option(None, "--user", "-u", help="Only this user's memories (default: all)."),
                fmt: str = typer.Option("json", "--format", "-f",
                                        help="json (JSON Lines with vectors, importable) | markdown (for people)."),
+               sign_key: str = typer.Option(None, "--sign-key", help=SIGN_HELP),
                store: str = STORE) -> None:
     """Write the store, tombstones and vectors included, as a lossless JSON export or a Markdown rendering."""
+    from .portable import export_key
+
+    key = (sign_key or export_key()) if fmt == "json" else sign_key
     with _open(store, read_only=True) as mem:
-        out = mem.export(path, user=user, fmt=fmt)
-    console.print(f"wrote {out}")
+        out = mem.export(path, user=user, fmt=fmt, key=key)
+    console.print(f"wrote {out}" + (" (signed)" if key else ""))
 
 
 @app.command("import")
@@ -343,13 +365,14 @@ def import_cmd(path: Path = typer.Argument(..., help="A JSON export written by `
                                             help="Embedder of a new store (default: the export's; must match)."),
                on_conflict: str = typer.Option("error", help="error: refuse ids already in the store | "
                                                              "skip: skip them and say which."),
+               key: str = typer.Option(None, "--key", help=CHECK_HELP),
                as_json: bool = JSON_OUT) -> None:
     """Load a JSON export into a store (new or existing) without re-embedding; existing ids are refused or skipped."""
     from . import portable
     from .memory import Memory
 
     with Memory.open(store, embedder=portable.target_embedder(path, store, embedder)) as mem:
-        rep = portable.load(mem.store, path, on_conflict=on_conflict)
+        rep = portable.load(mem.store, path, on_conflict=on_conflict, key=key or portable.export_key())
     if as_json:
         _dump(rep)
         return

@@ -14,7 +14,13 @@ class StoreError(MnemoError):
 
 
 class StoreLocked(StoreError):
-    """Another process holds the store file for writing."""
+    """Another process holds the store file (or a server holds the store folder)."""
+
+
+class StoreUnavailable(StoreError):
+    """The database does not answer now (a restart, a failover, a dropped connection); retrying later may succeed."""
+
+    retry_after = 2.0  # seconds a client should wait before retrying (HTTP sends it as Retry-After)
 
 
 class EmbedderMismatch(StoreError):

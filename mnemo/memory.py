@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import datetime
@@ -15,8 +16,9 @@ from . import answer as answer_stage
 from . import assess as assess_stage
 from . import audit as audit_stage
 from . import decay as decay_stage
-from . import portable
+from . import portable, validate
 from . import recall as recall_stage
+from . import recover as recover_stage
 from . import write as write_stage
 from .answer import Answer
 from .assess import Assessment
@@ -27,10 +29,12 @@ from .embed import Embedder, make_embedder
 from .errors import InvalidInput, NotFound
 from .judge import model_judge, offline_judge
 from .llm import LLM, connect
-from .model import Candidate, Event, Forgetting, Link, MemoryRecord, Recall, WriteReport
+from .model import CATEGORIES, KINDS, Candidate, Event, Forgetting, Link, MemoryRecord, Recall, WriteReport
 from .store import DuckDBStore, Store, new_id, store_class
 from .tokens import count_many, tokenizer_name
 from .updates import UpdateModel
+
+log = logging.getLogger(__name__)
 
 
 class Memory:
@@ -50,12 +54,15 @@ class Memory:
     @classmethod
     def open(cls, path: str | Path = ":memory:", *, embedder: str | Embedder | None = None,
              llm: str | LLM | None = None, clock: Clock | None = None, config: Config | str | None = None,
-             read_only: bool = False, backend: str | None = None, index: str | None = None) -> Memory:
+             read_only: bool = False, backend: str | None = None, index: str | None = None,
+             recover: bool = True) -> Memory:
         """Open (or create) a store. With no embedder given, an existing store's own embedder is used.
 
         A postgresql:// DSN opens the PostgreSQL + pgvector store (`backend="postgres"`, see
         mnemo.store.postgres); anything else is a DuckDB file or ":memory:" (`backend="duckdb"`).
         `index` chooses a DuckDB store's similarity index ("auto" by size, or one of mnemo.store.ann.KINDS).
+        Turns a killed writer recorded but never processed are processed now, once (`repair`), unless
+        `recover=False` or the store is read-only.
         """
         store_cls = store_class(path, backend)
         if embedder is None:
@@ -67,10 +74,24 @@ class Memory:
                                "with pgvector (see mnemo.store.postgres)")
         extra = {"index": index} if index is not None else {}
         store = store_cls(path, embedder=emb.name, dim=emb.dim, read_only=read_only, **extra)
-        return cls(store, emb, connect(llm), clock or WallClock(), cfg)
+        mem = cls(store, emb, connect(llm), clock or WallClock(), cfg)
+        if recover and not read_only:
+            try:
+                done = mem.repair()
+            except BaseException:
+                mem.close()
+                raise
+            if done:
+                log.warning("mnemo: %s held turns recorded but never processed: %s", store.path, done.summary())
+        return mem
 
     def close(self) -> None:
         self.store.close()
+
+    def repair(self) -> recover_stage.Repair:
+        """Process the turns recorded but never processed (a writer killed mid-batch), once each; say what became of them."""
+        return recover_stage.repair(self.store, self.embedder, self.llm, self.config, self.judge,
+                                    now=self.clock.now(), hold=self._reconciling, model=self.updates)
 
     def __enter__(self) -> Memory:
         return self
@@ -145,13 +166,16 @@ class Memory:
             session: str | None = None, source: str = "user", meta: dict[str, Any] | None = None,
             at: datetime | None = None) -> MemoryRecord:
         """Write one structured memory, reconciled like any other write; return the memory that holds it."""
-        turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
-                                       at=self._now(at), cfg=self.config, role="api")
+        validate.memory(text, user=user, kind=kind, category=category, subject=subject, attribute=attribute,
+                        value=value, record_id=record_id, references=references, importance_=importance, agent=agent,
+                        session=session, source=source, meta_=meta)
         cand = Candidate(text=text, kind=kind, category=category, subject=subject, attribute=attribute,
                          value=value, record_id=record_id, references=tuple(references), importance=importance,
                          single_valued=single_valued, pinned=pinned, source=source, meta=dict(meta or {}))
         vecs = self.embedder.embed([text])
         with self._reconciling([user]):
+            turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
+                                           at=self._now(at), cfg=self.config, role="api")
             plan = write_stage.reconcile(self.store, user, [cand], vecs, self.config, self.judge, self.embedder,
                                          model=self.updates)
             report = write_stage.apply(self.store, plan, [cand], vecs, turn=turn, cfg=self.config)
@@ -173,6 +197,14 @@ class Memory:
         records the session and `follows` the one before it (a link recall's `context_weight`
         reads, so a turn shares its neighbours' relevance).
         """
+        validate.name(user, "user")
+        validate.one_of(kind, KINDS, "kind")
+        validate.one_of(category, CATEGORIES, "category")
+        validate.optional_name(session, "session")
+        for k, text in enumerate(texts):
+            validate.text(text, f"texts[{k}]")
+            if metas:
+                validate.meta(metas[k], f"metas[{k}]")
         now = self._now(at)
         ids: list[str] = []
         for start in range(0, len(texts), batch_size):
@@ -198,13 +230,17 @@ class Memory:
         (`.message`) with the nearest memories (`.nearest`), which are never taken on a guess.
         """
         at = self.clock.now()
+        validate.storable(reason, "reason")
         if memory_id is not None:
+            validate.name(memory_id, "memory_id")
             target = self.store.get(memory_id)
             if dry_run or not target.active:
                 return [target] if target.active else []
             return write_stage.forget_ids(self.store, [target.id], reason=reason, at=at)
         if not query or not user:
             raise InvalidInput("forget() needs a memory id, or query= and user=")
+        validate.text(query, "query")
+        validate.name(user, "user")
         targets = write_stage.forget_targets(self.store, self.embedder, query, user=user, cfg=self.config,
                                              judge=self.judge, at=at, model=self.updates)
         if dry_run:
@@ -214,6 +250,8 @@ class Memory:
 
     def restore(self, memory_id: str, *, reason: str = "restored") -> MemoryRecord:
         """Reverse a tombstone: the memory is active again (and its successor, if any, stays active)."""
+        validate.name(memory_id, "memory_id")
+        validate.storable(reason, "reason")
         return write_stage.restore(self.store, memory_id, reason=reason, at=self.clock.now())
 
     # ----------------------------------------------------------------- forgetting over time
@@ -230,6 +268,9 @@ class Memory:
     def recall(self, query: str, *, user: str, budget_tokens: int | None = None,
                filters: dict[str, Any] | None = None, at: datetime | None = None) -> Recall:
         """Pack the memories that matter for `query` under a token budget, with confidence and trace."""
+        validate.storable(query, "query")
+        validate.name(user, "user")
+        validate.filters(filters)
         result = recall_stage.recall(
             self.store, self.embedder, query, user=user,
             budget_tokens=budget_tokens if budget_tokens is not None else self.config.recall.budget_tokens,
@@ -246,34 +287,37 @@ class Memory:
 
     def audit(self, user: str) -> AuditReport:
         """Report contradictions and dangling references with recommended resolutions; changes nothing."""
+        validate.name(user, "user")
         return audit_stage.audit(self.store, self.llm, user, cfg=self.config.trust, now=self.clock.now(),
                                  model=self.updates, write_cfg=self.config.write)
 
     def consolidate(self, user: str) -> Consolidation:
         """Propose merges, forgets and salience changes; nothing is applied until approved."""
+        validate.name(user, "user")
         return audit_stage.propose_consolidation(self.store, user, cfg=self.config, now=self.clock.now())
 
     def apply_consolidation(self, approved: Iterable[audit_stage.Proposal]) -> audit_stage.ConsolidationReport:
         """Apply exactly the approved proposals (`mem.consolidate(user).approve(...)`) through the write path."""
         return audit_stage.apply_consolidation(self.store, approved, cfg=self.config, now=self.clock.now())
 
-    def export(self, path: str | Path, *, user: str | None = None, fmt: str = "json") -> Path:
-        """Write the store (or one user's memories) with vectors and tombstones to `path`."""
-        return portable.export(self.store, path, user=user, fmt=fmt)
+    def export(self, path: str | Path, *, user: str | None = None, fmt: str = "json",
+               key: str | bytes | None = None) -> Path:
+        """Write the store (or one user's memories) with vectors and tombstones to `path` (signed with `key`)."""
+        return portable.export(self.store, path, user=user, fmt=fmt, key=key)
 
     @classmethod
     def import_(cls, path: str | Path, store: str | Path = ":memory:", *, on_conflict: str = "error",
-                **open_kwargs: Any) -> Memory:
+                key: str | bytes | None = None, **open_kwargs: Any) -> Memory:
         """Open `store` (new or existing) and load an export into it, without re-embedding.
 
         A new store takes the export's embedder, an existing one keeps its own (see
         `portable.target_embedder`); ids already in it are refused, or skipped with
-        on_conflict="skip".
+        on_conflict="skip". With `key`, the file must be signed under it (see `portable`).
         """
         open_kwargs["embedder"] = portable.target_embedder(path, store, open_kwargs.get("embedder"))
         mem = cls.open(store, **open_kwargs)
         try:
-            portable.load(mem.store, path, on_conflict=on_conflict)
+            portable.load(mem.store, path, on_conflict=on_conflict, key=key)
         except BaseException:
             mem.close()
             raise
@@ -287,15 +331,19 @@ class Memory:
 
     def get(self, memory_id: str) -> MemoryRecord:
         """Return one memory, active or tombstoned (NotFound for an unknown id)."""
+        validate.name(memory_id, "memory_id")
         return self.store.get(memory_id)
 
     def memories(self, user: str | None = None, *, include_inactive: bool = False,
                  filters: dict[str, Any] | None = None) -> list[MemoryRecord]:
         """Return a user's memories, oldest first: active only, or with tombstones when include_inactive."""
+        validate.optional_name(user, "user")
+        validate.filters(filters)
         return self.store.memories(user, include_inactive=include_inactive, filters=filters)
 
     def history(self, memory_id: str) -> list[Event]:
         """Return the story of a memory: creation, corroborations, tombstone, restore, in time order."""
+        validate.name(memory_id, "memory_id")
         events = self.store.events(memory_id)
         if not events:
             self.store.get(memory_id)  # raises NotFound for an unknown id

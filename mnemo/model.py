@@ -180,6 +180,28 @@ class WriteReport:
         return bool(self.added or self.superseded or self.forgotten or self.corroborated)
 
 
+@dataclass(frozen=True)
+class TurnOutcome:
+    """What became of a recorded turn; a turn with none was recorded and never processed (`mnemo.recover`).
+
+    outcome: written (the write path applied what it said) | recovered (processed after its
+    writer died) | skipped | failed | imported | migrated (recorded before outcomes were kept).
+    """
+
+    turn_id: str
+    at: datetime
+    outcome: str
+    detail: str = ""
+
+    @classmethod
+    def of(cls, report: WriteReport, at: datetime, outcome: str = "written") -> TurnOutcome:
+        """Return the outcome of a turn whose write produced `report`, with what it did as the detail."""
+        parts = [(len(report.added), "added"), (len(report.superseded), "superseded"),
+                 (len(report.corroborated), "corroborated"), (len(report.duplicates), "duplicates"),
+                 (len(report.forgotten), "forgotten"), (len(report.ignored), "ignored")]
+        return cls(report.turn_id, at, outcome, ", ".join(f"{n} {what}" for n, what in parts if n) or "nothing")
+
+
 class Forgetting(list):
     """The memories a forget request took (or would take): a list, with why each matched and what was near.
 

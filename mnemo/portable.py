@@ -14,7 +14,16 @@ Format version 1:
 - Vectors are the stored float32 bytes in base64: exact (no re-embedding on import)
   and four times smaller than decimal lists. Tombstones keep every field.
 - The trailer's counts and sha256 (of every earlier line's bytes) detect a truncated
-  or edited file; such a file is refused and nothing is imported.
+  or damaged file; such a file is refused and nothing is imported. Anyone can recompute
+  them, so they do not prove where a file came from: with a key the operator holds
+  (`key=`, or MNEMO_EXPORT_KEY for the CLI and the servers: `export_key`), the trailer
+  also carries "hmac_sha256", an HMAC-SHA256 of the same bytes under that key, and an
+  import given a key refuses a file whose HMAC differs (one changed byte) or that has none.
+  A file that is signed but imported without a key is checked by its sha256 only.
+- Every value is checked on import, signed or not (`check_record`): statuses, kinds,
+  categories and sources in their sets, a finite importance in [0, 1], finite vectors
+  of the store's dimension, user names and texts the store can hold (`mnemo.validate`),
+  non-negative counts, times that are times. A file with one bad value imports nothing.
 - No time or path is written: the same content always gives the same bytes, so
   export -> import -> export is byte-identical and two exports diff meaningfully.
 - A file of a newer format version is refused with a message to upgrade mnemo.
@@ -33,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -45,9 +55,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import validate
 from .clock import utc
 from .errors import ConfigError, EmbedderMismatch, InvalidInput
-from .model import Event, Link, MemoryRecord, Turn
+from .model import CATEGORIES, KINDS, SOURCES, STATUSES, Event, Link, MemoryRecord, Turn, TurnOutcome
 from .store import Store, recorded_embedder
 
 if TYPE_CHECKING:
@@ -61,7 +72,47 @@ TYPES: dict[str, type] = {"turn": Turn, "memory": MemoryRecord, "event": Event, 
 # The store's batch names, in the order the file holds them.
 SECTIONS = {"turns": "turn", "memories": "memory", "events": "event", "links": "link"}
 _TIMES = {"created_at", "valid_from", "last_accessed", "expires_at", "status_at", "at"}
+KEY_ENV = "MNEMO_EXPORT_KEY"  # the operator's signing key for exports (read only by `export_key`)
+MIN_KEY_BYTES = 16
+MAC = "hmac_sha256"  # the trailer field holding the signature
 log = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------- signing (pure)
+def signing_key(key: str | bytes | None) -> bytes | None:
+    """Return `key` as bytes (None for no key); ConfigError for a key too short to sign with."""
+    if key is None:
+        return None
+    raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+    if len(raw) < MIN_KEY_BYTES:
+        raise ConfigError(f"an export signing key needs at least {MIN_KEY_BYTES} bytes; use a long random one "
+                          "(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return raw
+
+
+def export_key(env: dict[str, str] | None = None) -> str | None:
+    """Return the operator's export signing key from MNEMO_EXPORT_KEY (None when unset): the one place it is read."""
+    value = (os.environ if env is None else env).get(KEY_ENV, "").strip()
+    return value or None
+
+
+class _Digests:
+    """The sha256 of an export's bytes and, with a key, their HMAC: fed the same bytes, line by line."""
+
+    def __init__(self, key: bytes | None):
+        self.sha = hashlib.sha256()
+        self.mac = hmac.new(key, digestmod=hashlib.sha256) if key is not None else None
+
+    def update(self, data: bytes) -> None:
+        self.sha.update(data)
+        if self.mac is not None:
+            self.mac.update(data)
+
+    def trailer(self, counts: dict[str, int]) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "end", "counts": counts, "sha256": self.sha.hexdigest()}
+        if self.mac is not None:
+            out[MAC] = self.mac.hexdigest()
+        return out
 
 
 # ----------------------------------------------------------------- encoding (pure)
@@ -99,7 +150,85 @@ def decode(obj: dict[str, Any], dim: int) -> tuple[str, Any, np.ndarray | None]:
         vector = np.frombuffer(raw, dtype="<f4").astype(np.float32)
         if vector.shape != (dim,):
             raise InvalidInput(f"memory {values.get('id')!r} has a vector of {vector.size} dims, expected {dim}")
-    return kind, cls(**values), vector
+    value = cls(**values)
+    check_record(kind, value, vector)
+    return kind, value, vector
+
+
+def check_record(kind: str, value: Any, vector: np.ndarray | None = None) -> None:
+    """Raise InvalidInput unless a decoded turn, memory (with its vector), event or link could have been stored."""
+    if kind == "turn":
+        validate.name(value.id, "turn id")
+        validate.name(value.user, "turn user")
+        validate.storable(value.text, "turn text")
+        _length(value.text, "turn text")
+        _names(value, "session", "agent", "role")
+        _time(value.at, "turn at", required=True)
+        validate.meta(value.meta, "turn meta")
+    elif kind == "memory":
+        validate.name(value.id, "memory id")
+        validate.name(value.user, "memory user")
+        validate.storable(value.text, "memory text")
+        _length(value.text, "memory text")
+        validate.one_of(value.kind, KINDS, "kind")
+        validate.one_of(value.category, CATEGORIES, "category")
+        validate.one_of(value.source, SOURCES, "source")
+        validate.one_of(value.status, STATUSES, "status")
+        _names(value, "subject", "attribute", "value", "record_id", "agent", "session", "turn_id", "successor_id")
+        if not isinstance(value.references, tuple) or len(value.references) > validate.MAX_REFERENCES:
+            raise InvalidInput(f"references must be a list of at most {validate.MAX_REFERENCES} ids")
+        for ref in value.references:
+            validate.name(ref, "a reference")
+        if not 0.0 <= validate.importance(value.importance) <= 1.0:
+            raise InvalidInput(f"importance must be in [0, 1], got {value.importance!r}")
+        for flag in ("pinned", "single_valued"):
+            if not isinstance(getattr(value, flag), bool):
+                raise InvalidInput(f"{flag} must be true or false, got {getattr(value, flag)!r}")
+        for count in ("access_count", "corroborations"):
+            n = getattr(value, count)
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 2**31:
+                raise InvalidInput(f"{count} must be a whole number from 0, got {n!r}")
+        if value.status_reason is not None:
+            validate.storable(value.status_reason, "status_reason")
+        for name in ("created_at", "valid_from", "last_accessed", "expires_at", "status_at"):
+            _time(getattr(value, name), name)
+        validate.meta(value.meta, "memory meta")
+        if vector is not None and not np.isfinite(vector).all():
+            raise InvalidInput(f"memory {value.id!r} has a vector with NaN or infinite values")
+    elif kind == "event":
+        validate.name(value.id, "event id")
+        validate.name(value.memory_id, "event memory_id")
+        validate.name(value.action, "event action")
+        for name in ("status_from", "status_to"):
+            if getattr(value, name) is not None:
+                validate.one_of(getattr(value, name), STATUSES, f"event {name}")
+        if value.reason is not None:
+            validate.storable(value.reason, "event reason")
+        _names(value, "other_id")
+        _time(value.at, "event at", required=True)
+        validate.meta(value.evidence, "event evidence")
+    else:
+        validate.name(value.src, "link src")
+        validate.name(value.dst, "link dst")
+        validate.name(value.kind, "link kind")
+        _time(value.at, "link at")
+
+
+def _names(value: Any, *fields_: str) -> None:
+    for name in fields_:
+        validate.optional_name(getattr(value, name), name)
+
+
+def _length(text: str, what: str) -> None:
+    if len(text) > validate.MAX_TEXT_CHARS:
+        raise InvalidInput(f"{what} has {len(text):,} characters, over the limit of {validate.MAX_TEXT_CHARS:,}")
+
+
+def _time(value: Any, what: str, *, required: bool = False) -> None:
+    if value is None and not required:
+        return
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{what} must be an ISO time, got {value!r}")
 
 
 def _line(obj: dict[str, Any]) -> bytes:
@@ -108,9 +237,10 @@ def _line(obj: dict[str, Any]) -> bytes:
 
 
 # ----------------------------------------------------------------- export
-def json_lines(store: Store, user: str | None = None, *, batch_size: int = 1000) -> Iterator[bytes]:
-    """Yield the JSON export of `store` (or one user's part) line by line, trailer included."""
-    digest = hashlib.sha256()
+def json_lines(store: Store, user: str | None = None, *, batch_size: int = 1000,
+               key: str | bytes | None = None) -> Iterator[bytes]:
+    """Yield the JSON export of `store` (or one user's part) line by line, trailer included (signed with `key`)."""
+    digest = _Digests(signing_key(key))
     counts = dict.fromkeys(TYPES, 0)
     header = _line({"format": FORMAT, "version": FORMAT_VERSION, "embedder": store.embedder, "dim": store.dim,
                     "user": user})
@@ -122,7 +252,7 @@ def json_lines(store: Store, user: str | None = None, *, batch_size: int = 1000)
         counts[kind] += len(batch)
         digest.update(chunk)
         yield chunk
-    yield _line({"type": "end", "counts": counts, "sha256": digest.hexdigest()})
+    yield _line(digest.trailer(counts))
 
 
 def markdown_lines(store: Store, user: str | None = None) -> Iterator[bytes]:
@@ -188,11 +318,17 @@ def write(chunks: Iterable[bytes], path: str | Path) -> Path:
     return path
 
 
-def export(store: Store, path: str | Path, *, user: str | None = None, fmt: str = "json") -> Path:
-    """Write `store` (or one user's memories) to `path` as JSON Lines or Markdown; return the path."""
+def export(store: Store, path: str | Path, *, user: str | None = None, fmt: str = "json",
+           key: str | bytes | None = None) -> Path:
+    """Write `store` (or one user's memories) to `path` as JSON Lines or Markdown; return the path.
+
+    With `key`, the JSON export's trailer carries an HMAC-SHA256 under it (see the module).
+    """
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}; use 'json' (lossless, importable) or 'markdown' (for people)")
-    chunks = json_lines(store, user) if fmt == "json" else markdown_lines(store, user)
+    if key is not None and fmt != "json":
+        raise ConfigError("only the JSON export is signed; drop the key or use fmt='json'")
+    chunks = json_lines(store, user, key=key) if fmt == "json" else markdown_lines(store, user)
     return write(chunks, path)
 
 
@@ -230,10 +366,16 @@ def _header(raw: bytes, where: str) -> dict[str, Any]:
     return head
 
 
-def load(store: Store, path: str | Path, *, on_conflict: str = "error", batch_size: int = 1000) -> ImportReport:
-    """Load a JSON export into the open `store` in one transaction; return what was added and skipped."""
+def load(store: Store, path: str | Path, *, on_conflict: str = "error", batch_size: int = 1000,
+         key: str | bytes | None = None) -> ImportReport:
+    """Load a JSON export into the open `store` in one transaction; return what was added and skipped.
+
+    With `key`, the file must carry a signature under that key (`hmac_sha256` in its trailer)
+    that matches its bytes; every value is checked either way (`check_record`).
+    """
     if on_conflict not in CONFLICTS:
         raise ConfigError(f"on_conflict must be 'error' or 'skip', not {on_conflict!r}")
+    secret = signing_key(key)
     report = ImportReport(str(path))
     with open(path, "rb") as f:
         first = f.readline()
@@ -243,7 +385,8 @@ def load(store: Store, path: str | Path, *, on_conflict: str = "error", batch_si
                 f"{path} was exported with embedder {head.get('embedder')!r} ({head.get('dim')} dims) but the "
                 f"target store uses {store.embedder!r} ({store.dim} dims); import into a new store "
                 "(Memory.import_ picks the export's embedder) or open one with the export's embedder")
-        digest = hashlib.sha256(first)
+        digest = _Digests(secret)
+        digest.update(first)
         pending: dict[str, list] = {k: [] for k in TYPES}
         trailer = None
         # One transaction: a clash, a bad line or a failed checksum rolls the whole import back.
@@ -267,19 +410,30 @@ def load(store: Store, path: str | Path, *, on_conflict: str = "error", batch_si
                     _flush(store, kind, pending[kind], on_conflict, report)
             for kind in TYPES:
                 _flush(store, kind, pending[kind], on_conflict, report)
-            _verify(trailer, report, digest.hexdigest(), path)
+            _verify(trailer, report, digest, path)
     if any(report.skipped.values()):
         log.info("import of %s skipped existing ids: %s", path, {k: len(v) for k, v in report.skipped.items()})
     return report
 
 
-def _verify(trailer: dict | None, report: ImportReport, digest: str, path: str | Path) -> None:
+def _verify(trailer: dict | None, report: ImportReport, digests: _Digests, path: str | Path) -> None:
     if trailer is None:
         raise InvalidInput(f"{path} has no end line: the export is truncated; export it again")
     seen = {k: report.added[k] + len(report.skipped[k]) for k in TYPES}
-    if trailer.get("counts") != seen or trailer.get("sha256") != digest:
+    if trailer.get("counts") != seen or trailer.get("sha256") != digests.sha.hexdigest():
         raise InvalidInput(f"{path} does not match its end line (counts {trailer.get('counts')} vs {seen}, or "
                            "checksum): the file was truncated or edited; export it again")
+    if digests.mac is None:
+        if MAC in trailer:
+            log.info("%s is signed; imported without a key, so only its sha256 was checked", path)
+        return
+    signature = trailer.get(MAC)
+    if not isinstance(signature, str):
+        raise InvalidInput(f"{path} is not signed, and this import requires a signature (a key was given); "
+                           "export it again with the key (mnemo export --sign-key, or MNEMO_EXPORT_KEY)")
+    if not hmac.compare_digest(signature, digests.mac.hexdigest()):
+        raise InvalidInput(f"{path} does not match its signature under the given key: it was changed after it "
+                           "was exported, or signed with another key; nothing was imported")
 
 
 def _flush(store: Store, kind: str, items: list, on_conflict: str, report: ImportReport) -> None:
@@ -308,6 +462,9 @@ def _flush(store: Store, kind: str, items: list, on_conflict: str, report: Impor
         store.insert_memories(values, np.stack([vec for _, vec in keep]))
     elif kind != "memory":
         {"turn": store.insert_turns, "event": store.insert_events, "link": store.insert_links}[kind](values)
+    if kind == "turn":
+        # What came of them is in the export already (its memories): they are not pending in this store.
+        store.mark_turns(TurnOutcome(t.id, t.at, "imported", "imported from an export") for t in values)
     report.added[kind] += len(keep)
     items.clear()
 

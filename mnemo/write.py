@@ -13,11 +13,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import validate
 from .config import Config
 from .decay import ttl_for
 from .errors import InvalidInput
 from .extract import AHEAD, extract, parse_later, parsed_texts, read_ahead, start_parse_worker
-from .model import Action, Candidate, Event, Forgetting, Link, MemoryRecord, Supersession, Turn, WriteReport
+from .model import (
+    Action,
+    Candidate,
+    Event,
+    Forgetting,
+    Link,
+    MemoryRecord,
+    Supersession,
+    Turn,
+    TurnOutcome,
+    WriteReport,
+)
 from .reconcile import plan_writes
 from .store import Store, new_id
 from .store.cache import order_key
@@ -44,17 +56,7 @@ def record_turn(store: Store, text: str, *, user: str, session: str | None, agen
 def new_turn(text: str, *, user: str, session: str | None, agent: str | None, at: datetime, cfg: Config,
              role: str = "user", meta: dict[str, Any] | None = None) -> Turn:
     """Return a validated raw turn, not yet stored (InvalidInput says what is wrong with it)."""
-    if not isinstance(text, str):
-        raise InvalidInput(f"remember() takes text, got {type(text).__name__}")
-    if not text.strip():
-        raise InvalidInput("remember() got empty text; nothing to record")
-    if len(text) > cfg.write.max_turn_chars:
-        raise InvalidInput(
-            f"turn of {len(text):,} characters exceeds max_turn_chars={cfg.write.max_turn_chars:,}; "
-            "split it into turns or raise the limit with Config.from_params(max_turn_chars=...)"
-        )
-    if not user:
-        raise InvalidInput("remember() needs a user")
+    validate.turn(text, user=user, session=session, agent=agent, meta_=meta, max_chars=cfg.write.max_turn_chars)
     return Turn(id=new_id("t"), user=user, text=text, at=at, session=session, agent=agent, role=role,
                 meta=dict(meta or {}))
 
@@ -151,6 +153,20 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
     later = llm.offline and cfg.write.parse_worker and len(blocks) > 1 and start_parse_worker() is not None
     with store.transaction():
         store.insert_turns(turns)
+    return process(store, embedder, llm, turns, contexts, cfg, judge, model, blocks=blocks, worker=later)
+
+
+def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], contexts: list[list[Turn]],
+            cfg: Config, judge: Callable[[Candidate, MemoryRecord], dict], model: UpdateModel | None = None, *,
+            blocks: list[tuple[list[tuple[int, Turn]], list[str]]] | None = None, worker: bool = False
+            ) -> list[WriteReport]:
+    """Extract, reconcile and write turns already recorded, each with its context; return one report a turn.
+
+    The second half of `remember_many`, and what `mnemo.recover` replays a recorded turn through.
+    The memories, events, links and the turns' outcomes are written in one transaction.
+    """
+    blocks = blocks if blocks is not None else _blocks(turns, contexts, cfg, llm.offline)
+    later = worker
     reports: list[WriteReport] = []
     # Events and links are only written here, never read while turns are reconciled: held for one append each.
     held: tuple[list[Event], list[Link]] = ([], [])
@@ -181,6 +197,8 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
                 reports.append(report)
         store.insert_events(held[0])
         store.insert_links(held[1])
+        # In the transaction that wrote them: a turn has an outcome exactly when its memories are stored.
+        store.mark_turns(TurnOutcome.of(report, turn.at) for report, turn in zip(reports, turns, strict=True))
     return reports
 
 
@@ -292,9 +310,11 @@ def _event(memory_id: str, at: datetime, action: str, before: str | None, after:
 
 def apply(store: Store, plan: list[Action], candidates: list[Candidate], vecs: np.ndarray, *, turn: Turn,
           cfg: Config) -> WriteReport:
-    """Apply a write plan in one transaction and return what it did (see `apply_plan`)."""
+    """Apply a write plan in one transaction and return what it did (see `apply_plan`); the turn's outcome with it."""
     with store.transaction():
-        return apply_plan(store, plan, candidates, vecs, turn=turn, cfg=cfg)
+        report = apply_plan(store, plan, candidates, vecs, turn=turn, cfg=cfg)
+        store.mark_turns([TurnOutcome.of(report, turn.at)])
+        return report
 
 
 def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], vecs: np.ndarray, *, turn: Turn,

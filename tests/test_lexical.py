@@ -151,6 +151,7 @@ def test_a_version_1_store_migrates_dropping_its_fts_index_and_indexing_ids(tmp_
     # Put the file back to what version 1 left: no id index, an fts index built by the extension.
     s.con.execute("DROP INDEX memories_id")
     s.con.execute("ALTER TABLE memories DROP COLUMN tokens")  # version 3's
+    s.con.execute("DROP TABLE turn_outcomes")  # version 4's
     s.con.execute("PRAGMA create_fts_index('memories', 'id', 'text', ignore='(\\.|[^a-z0-9])+')")
     s.con.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema_version'")
     s.close()

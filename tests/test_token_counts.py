@@ -42,7 +42,7 @@ def test_each_memory_stores_the_tokenizers_count_of_its_text(backend):
     store = backend.open()
     _write(store, TEXTS)
     assert _stored(store) == dict(zip(TEXTS, tokens.count_many(TEXTS, cache=False), strict=True))
-    assert store.schema_version == SCHEMA_VERSION == 3
+    assert store.schema_version == SCHEMA_VERSION == 4
 
 
 def test_a_store_of_schema_version_2_opens_migrated_with_every_count_filled(backend):
@@ -55,6 +55,7 @@ def test_a_store_of_schema_version_2_opens_migrated_with_every_count_filled(back
         store._run("ALTER TABLE memories DROP COLUMN tokens")
         if backend.name == "duckdb":
             store._run("CREATE INDEX memories_id ON memories (id)")
+        store._run("DROP TABLE turn_outcomes")  # version 4's
         store._run("UPDATE store_meta SET value = '2' WHERE key = 'schema_version'")
         store._run(f"DELETE FROM store_meta WHERE key = '{COUNTER_KEY}'")
     store.close()

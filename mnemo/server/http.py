@@ -28,9 +28,14 @@ concurrently on per-thread DuckDB cursors. Handlers are plain `def`s, so they ru
 in the server's thread pool and never block the event loop.
 
 Errors: a MnemoError becomes a 4xx with its message (NotFound 404, InvalidInput and
-ConfigError 422, quota 429 with Retry-After, a missing model 503); request bodies
-over the size limit get 413, and malformed input is refused by validation (422),
-never a 500.
+ConfigError 422, quota 429 with Retry-After, a missing model 503, a database that does
+not answer 503 with Retry-After: the next request reconnects); request bodies over the
+size limit get 413, and malformed input (fields `inputs` refuses, a body that is not
+UTF-8 JSON or is nested past the parser's limit) is refused with 422, never a 500.
+Bodies are the request models of `inputs`, which the MCP tools share.
+
+One server per store folder: `serve` holds a lock file in it (`lockfile`), so a second
+server on the same --store-dir refuses to start instead of taking tenants from this one.
 """
 
 from __future__ import annotations
@@ -45,21 +50,24 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import errors, portable
 from ..answer import Answer
 from ..assess import Assessment
 from ..audit import AuditReport
-from ..clock import utc
 from ..decay import salience
 from ..errors import InvalidInput, MnemoError
-from ..model import CATEGORIES, KINDS, SOURCES, Event, Link, MemoryRecord, Recall, WriteReport
+from ..model import CATEGORIES, KINDS, Event, Link, MemoryRecord, Recall, WriteReport
 from . import experiments as exp
+from .inputs import AddIn, AnswerIn, AuditIn, ForgetIn, Name, RecallIn, RememberIn, Storable
+from .lockfile import serving
 from .tenants import BodyLimit, QuotaExceeded, ServerConfig, Tenant, Tenants
 
 log = logging.getLogger(__name__)
@@ -73,122 +81,6 @@ EXPLORER = Path(__file__).with_name("explorer")
 # ever reached the markup could still not run or send anything elsewhere.
 EXPLORER_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
                 "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-MAX_DEPTH = 32  # nesting allowed in a memory's meta
-
-
-# ----------------------------------------------------------------- request bodies
-def _storable(value: str) -> str:
-    """Refuse what the store cannot hold, at the door, so it never reaches an embedder or DuckDB."""
-    if "\x00" in value:
-        raise ValueError("contains a NUL byte")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError("is not valid Unicode (a lone surrogate)") from exc
-    return value
-
-
-def _instant(value: datetime) -> datetime:
-    # Checked before any time-zone arithmetic, which overflows near year 1 and 9999.
-    if not 1971 <= value.year <= 2199:
-        raise ValueError("must be between 1971 and 2199")
-    return utc(value)
-
-
-def _shallow(meta: dict[str, Any]) -> dict[str, Any]:
-    """Refuse meta nested deeper than MAX_DEPTH, which could be stored but not serialised back."""
-    stack = [(meta, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ValueError(f"is nested deeper than {MAX_DEPTH} levels")
-        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return meta
-
-
-Text = Annotated[str, AfterValidator(_storable), Field(min_length=1, max_length=1_000_000)]
-Name = Annotated[str, AfterValidator(_storable), Field(min_length=1, max_length=256)]
-When = Annotated[datetime, AfterValidator(_instant)]
-MetaKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")]
-Budget = Annotated[int, Field(ge=0, le=100_000, description="token budget of the pack (default: the recipe's)")]
-
-
-class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Filters(Body):
-    kinds: list[Literal[KINDS]] | None = None
-    categories: list[Literal[CATEGORIES]] | None = None
-    session: Name | None = None
-    agent: Name | None = None
-    subject: Name | None = None
-    attribute: Name | None = None
-    record_id: Name | None = None
-    since: When | None = None
-    until: When | None = None
-    meta: dict[MetaKey, Name] | None = Field(None, max_length=16, description="equality on meta keys")
-
-
-class RememberIn(Body):
-    text: Text = Field(description="a conversation turn in plain language")
-    user: Name
-    session: Name | None = None
-    agent: Name | None = None
-    at: When | None = Field(None, description="when it was said (default: now)")
-
-
-class AddIn(Body):
-    text: Text = Field(description="the memory as a self-contained sentence")
-    user: Name
-    kind: Literal[KINDS] = "semantic"
-    category: Literal[CATEGORIES] = "fact"
-    subject: Name | None = None
-    attribute: Name | None = None
-    value: Name | None = None
-    record_id: Name | None = None
-    references: list[Name] = Field(default_factory=list, max_length=64)
-    importance: float = Field(0.5, ge=0.0, le=1.0, allow_inf_nan=False)
-    pinned: bool = False
-    single_valued: bool = True
-    agent: Name | None = None
-    session: Name | None = None
-    source: Literal[SOURCES] = "user"
-    meta: Annotated[dict[Name, Any], AfterValidator(_shallow)] = Field(
-        default_factory=dict, description="free-form JSON, returned with the memory")
-    at: When | None = None
-
-
-class RecallIn(Body):
-    query: Text
-    user: Name
-    budget_tokens: Budget | None = None
-    filters: Filters | None = None
-    at: When | None = None
-
-    def kwargs(self) -> dict[str, Any]:
-        filters = self.filters.model_dump(exclude_none=True) if self.filters else None
-        return {"user": self.user, "budget_tokens": self.budget_tokens, "filters": filters or None, "at": self.at}
-
-
-class AnswerIn(Body):
-    question: Text
-    user: Name
-    budget_tokens: Budget | None = None
-    filters: Filters | None = None
-
-
-class ForgetIn(Body):
-    memory_id: Name | None = Field(None, description="forget this memory; or give query and user")
-    query: Text | None = Field(None, description="forget exactly what this names, e.g. 'my old address'")
-    user: Name | None = None
-    reason: Name = "user asked"
-    dry_run: bool = Field(False, description="return what would be forgotten; change nothing")
-
-
-class AuditIn(Body):
-    user: Name
 
 
 class Problem(BaseModel):
@@ -255,7 +147,9 @@ def _charge(request: Request, tenant: Tenant) -> None:
 
 def _error(_: Request, exc: MnemoError) -> JSONResponse:
     status = next(code for cls, code in STATUS if isinstance(exc, cls))
-    headers = {"Retry-After": str(max(1, round(exc.retry_after)))} if isinstance(exc, QuotaExceeded) else None
+    # A used-up quota and a database that does not answer for now both say when to try again.
+    wait = getattr(exc, "retry_after", None)
+    headers = {"Retry-After": str(max(1, round(wait)))} if wait is not None else None
     if status >= 500:
         log.error("%s: %s", type(exc).__name__, exc)
     return JSONResponse({"detail": str(exc), "error": type(exc).__name__}, status_code=status, headers=headers)
@@ -273,6 +167,20 @@ def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
     return JSONResponse({"detail": problems, "error": "InvalidInput"}, status_code=422)
 
 
+async def _unreadable(request: Request, exc: StarletteHTTPException) -> Any:
+    """Return 422 for a body JSON cannot read at all (not UTF-8, nested past the parser's limit); else FastAPI's answer.
+
+    FastAPI answers such a body with 400 ("There was an error parsing the body"); the error
+    it wraps (its cause) says which it was.
+    """
+    if exc.status_code == 400 and isinstance(exc.__cause__, (ValueError, RecursionError)):
+        why = ("is not valid UTF-8" if isinstance(exc.__cause__, UnicodeDecodeError) else
+               "is nested too deeply to parse" if isinstance(exc.__cause__, RecursionError) else "is not valid JSON")
+        problem = {"loc": ["body"], "msg": f"the request body {why}; send UTF-8 JSON", "type": "json_invalid"}
+        return JSONResponse({"detail": [problem], "error": "InvalidInput"}, status_code=422)
+    return await http_exception_handler(request, exc)
+
+
 # ----------------------------------------------------------------- the app
 def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: Any = None,
                opener: Any = None, experiments: str | Path | None = None) -> FastAPI:
@@ -288,6 +196,7 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
     app.state.tenants, app.state.tools, app.state.ready_at = tenants, tools, 0.0
     app.add_exception_handler(MnemoError, _error)
     app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(StarletteHTTPException, _unreadable)
     app.add_middleware(BodyLimit, max_bytes=cfg.max_body_bytes)
     app.mount("/explorer/static", StaticFiles(directory=EXPLORER), name="explorer")
 
@@ -360,9 +269,9 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
     def answer(body: AnswerIn, tenant: Caller, request: Request) -> Any:
         """Answer a question from the recalled memories, citing them; abstain when the record is silent (quota)."""
         _charge(request, tenant)
-        filters = body.filters.model_dump(exclude_none=True) if body.filters else None
+        filters = body.filters.given() if body.filters else None
         with tenant.reading() as mem:
-            return mem.answer(body.question, user=body.user, budget_tokens=body.budget_tokens, filters=filters or None)
+            return mem.answer(body.question, user=body.user, budget_tokens=body.budget_tokens, filters=filters)
 
     @app.post("/v1/forget", response_model=Forgotten, tags=["write"])
     def forget(body: ForgetIn, tenant: Caller, request: Request) -> Any:
@@ -428,7 +337,8 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         """Stream the tenant's memories (or one user's) as the JSON Lines export or as Markdown."""
         with tenant.lock.read():
             view = tenant.view()
-        chunks = portable.json_lines(view.store, user) if fmt == "json" else portable.markdown_lines(view.store, user)
+        chunks = (portable.json_lines(view.store, user, key=cfg.export_key) if fmt == "json"
+                  else portable.markdown_lines(view.store, user))
         media = "application/x-ndjson" if fmt == "json" else "text/markdown; charset=utf-8"
         name = f"mnemo-{tenant.name}.{'jsonl' if fmt == 'json' else 'md'}"
         return StreamingResponse(_closing(chunks, tenant, view), media_type=media,
@@ -441,7 +351,7 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
 
     @app.get("/v1/experiments/file", tags=["experiments"], response_class=FileResponse, responses={200: {
         "content": {"application/json": {}, "image/png": {}}, "description": "the file, read-only"}})
-    def experiments_file(tenant: Caller, path: Annotated[str, AfterValidator(_storable), Query(
+    def experiments_file(tenant: Caller, path: Annotated[Storable, Query(
             min_length=1, max_length=1024, description="relative to the experiments folder")]) -> FileResponse:
         """Return one results.json or .png file of the experiments folder (nothing outside it, nothing else)."""
         found = exp.resolve(_experiments(results_dir), path)
@@ -506,8 +416,13 @@ def running(app: FastAPI, host: str = "127.0.0.1", timeout_s: float = 20.0) -> I
 
 def serve(keys: dict[str, str], cfg: ServerConfig, *, host: str = "127.0.0.1", port: int = 8080,
           tools: Any = None, log_level: str = "info", experiments: str | Path | None = None) -> None:
-    """Run the service with uvicorn until interrupted (one process: DuckDB has one writer per file)."""
+    """Run the service with uvicorn until interrupted (one process: DuckDB has one writer per file).
+
+    The store folder is held for this process while it runs (`lockfile.serving`): a second server
+    on it refuses to start.
+    """
     import uvicorn
 
-    app = create_app(keys, cfg, tools=tools, experiments=experiments)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)
+    with serving(cfg.store_dir):
+        app = create_app(keys, cfg, tools=tools, experiments=experiments)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1)

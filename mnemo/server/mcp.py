@@ -5,11 +5,13 @@
                                                                            # http://127.0.0.1:8765/mcp
 
 Tools: remember, recall, forget, history, list_memories, audit, assess, export
-(`answer` can join them once `Memory.answer` exists). Each tool's arguments and
-description are generated from the `Memory` method it calls, with the functions
-the agent uses (`mnemo.agent.exposed_parameters`), so the MCP schema follows the
-library's signatures. Results are JSON objects: dataclasses become dicts,
-datetimes ISO strings, lists are wrapped under a key ({"memories": [...]}).
+(`answer` can join them once `Memory.answer` exists). Each tool's arguments are the
+fields of the HTTP service's request model for the same operation (`server.inputs`,
+minus what the tool hides, such as `at`), named and ordered as the `Memory` method it
+calls, so MCP and HTTP accept and refuse the same input, and an argument the tool does
+not know (a `tenant`, a typo) is refused, not ignored. Results are JSON objects:
+dataclasses become dicts, datetimes ISO strings, lists are wrapped under a key
+({"memories": [...]}).
 
 Tool results carry stored memory text, which is untrusted data; the server's
 instructions say so, and no tool ever acts on what a memory says. Errors the
@@ -37,26 +39,30 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
 
 from ..agent import (
     PARAM_HELP,
     ToolSpec,
-    coerce_arguments,
     describe,
-    exposed_parameters,
     param_docs,
     to_jsonable,
 )
 from ..errors import ConfigError, MnemoError
 from ..memory import Memory
+from ..portable import export_key
+from . import inputs
+from .lockfile import serving
 from .tenants import ServerConfig, Tenants
 
 TRANSPORTS = ("stdio", "http")
@@ -79,20 +85,24 @@ SERVER_TOOLS = (
     ToolSpec("audit", "audit"),
     ToolSpec("assess", "recall", hidden=("at",), doc="assess",
              note="It recalls for the query first; the result holds the verdict, trust, claims and the assessed pack."),
-    ToolSpec("export", "export", hidden=("path",),
+    ToolSpec("export", "export", hidden=("path", "key"),
              note="The export is returned in the result, not written on the server."),
 )
 
 
-def run_tool(mem: Memory, spec: ToolSpec, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Call the Memory method behind `spec` with `kwargs`; return its result as a JSON object."""
+def run_tool(mem: Memory, spec: ToolSpec, kwargs: dict[str, Any], *, export_key: str | None = None) -> dict[str, Any]:
+    """Call the Memory method behind `spec` with `kwargs`; return its result as a JSON object.
+
+    A JSON export is signed with the server's `export_key` (never one a client sends).
+    """
     if spec.name == "assess":
         return to_jsonable(mem.assess(mem.recall(**kwargs)))
     if spec.name == "export":
         # A client must not choose paths on the server's disk, so the export goes through a private temp dir.
         fmt = kwargs.get("fmt", "json")
         with tempfile.TemporaryDirectory(prefix="mnemo-export-") as tmp:
-            path = mem.export(Path(tmp) / f"export.{fmt}", **kwargs)
+            key = export_key if fmt == "json" else None
+            path = mem.export(Path(tmp) / f"export.{fmt}", **kwargs, key=key)
             text = Path(path).read_text(encoding="utf-8")
         # The JSON export is JSON Lines: one record a line, returned as a list of objects.
         content = [json.loads(line) for line in text.splitlines() if line.strip()] if fmt == "json" else text
@@ -108,39 +118,72 @@ def run_tool(mem: Memory, spec: ToolSpec, kwargs: dict[str, Any]) -> dict[str, A
 Session = Callable[[ToolSpec, dict[str, Any]], AbstractContextManager[Memory]]
 
 
-def tool_function(spec: ToolSpec, session: Session) -> Callable[..., dict[str, Any]]:
-    """Return a function for the SDK whose signature is the Memory method's exposed parameters."""
-    method = getattr(Memory, spec.method)
-    params = exposed_parameters(method, spec.hidden)
-    docs = {**PARAM_HELP, **param_docs(method)}
-    # The SDK builds its input schema with pydantic; Field carries each argument's description into it.
-    annotated = [p.replace(annotation=Annotated[p.annotation, Field(description=docs[p.name])]) if p.name in docs
-                 else p for p in params]
+# The request model whose fields are each tool's arguments: the HTTP service's own bodies (`server.inputs`).
+INPUTS: dict[str, type[BaseModel]] = {
+    "remember": inputs.RememberIn, "recall": inputs.RecallIn, "forget": inputs.ForgetIn,
+    "history": inputs.HistoryIn, "list_memories": inputs.ListIn, "audit": inputs.AuditIn,
+    "assess": inputs.RecallIn, "export": inputs.ExportIn,
+}
 
-    def tool(**kwargs: Any) -> dict[str, Any]:
+
+class _Arguments(ArgModelBase):
+    """The SDK's argument model, refusing what it does not know (the SDK's default drops it silently)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+def arguments_model(spec: ToolSpec) -> type[ArgModelBase]:
+    """Return the model of a tool's arguments: its request model's fields minus those the tool hides.
+
+    Each field keeps its type and rule and gains the description of the Memory method's
+    parameter of the same name, so the schema reads like the library's signature.
+    """
+    body = INPUTS[spec.name]
+    method = getattr(Memory, spec.method)
+    docs = {**PARAM_HELP, **param_docs(method)}
+    fields: dict[str, Any] = {}
+    for name, info in body.model_fields.items():
+        if name in spec.hidden:
+            continue
+        described = FieldInfo.merge_field_infos(info, Field(description=docs[name])) if name in docs else info
+        fields[name] = (info.annotation, described)
+    return create_model(f"{spec.name}Arguments", __base__=_Arguments, **fields)
+
+
+def tool(spec: ToolSpec, session: Session, export_key: str | None = None) -> Tool:
+    """Return the SDK tool for `spec`: arguments checked by `arguments_model`, results from `run_tool`."""
+    model = arguments_model(spec)
+
+    def call(**kwargs: Any) -> dict[str, Any]:
+        # Nested models (filters) go to the library as the plain dicts it takes.
+        args = {k: (v.given() if isinstance(v, inputs.Filters) else v) for k, v in kwargs.items()}
         try:
-            args = coerce_arguments(params, kwargs)
             with session(spec, args) as mem:
-                return run_tool(mem, spec, args)
+                return run_tool(mem, spec, args, export_key=export_key)
         except (MnemoError, ValueError) as exc:
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
-    # The SDK reads the signature to build the input schema and validate arguments.
-    tool.__signature__ = inspect.Signature(annotated, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
-    tool.__name__ = spec.name
-    tool.__doc__ = describe(getattr(Memory, spec.doc or spec.method), spec.note)
-    return tool
+    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=info.annotation,
+                                default=inspect.Parameter.empty if info.is_required() else info.get_default())
+              for name, info in model.model_fields.items()]
+    call.__signature__ = inspect.Signature(params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
+    call.__name__ = spec.name
+    described = Tool.from_function(call, name=spec.name, description=describe(getattr(Memory, spec.doc or spec.method),
+                                                                              spec.note), structured_output=True)
+    metadata = described.fn_metadata.model_copy(update={"arg_model": model})
+    return described.model_copy(update={"fn_metadata": metadata,
+                                        "parameters": model.model_json_schema(by_alias=True)})
 
 
-def _add_tools(server: MCPServer, session: Session) -> MCPServer:
-    for spec in SERVER_TOOLS:
-        fn = tool_function(spec, session)
-        server.add_tool(fn, name=spec.name, description=fn.__doc__, structured_output=True)
-    return server
+def _tools(session: Session, export_key: str | None) -> list[Tool]:
+    return [tool(spec, session, export_key) for spec in SERVER_TOOLS]
 
 
-def build_server(mem: Memory, *, name: str = "mnemo") -> MCPServer:
-    """Return an MCP server whose tools act on `mem` (stdio: the client's own process, no keys)."""
+def build_server(mem: Memory, *, name: str = "mnemo", export_key: str | None = None) -> MCPServer:
+    """Return an MCP server whose tools act on `mem` (stdio: the client's own process, no keys).
+
+    `export_key` signs the JSON exports the export tool returns.
+    """
     from .. import __version__
 
     lock = threading.Lock()
@@ -150,7 +193,8 @@ def build_server(mem: Memory, *, name: str = "mnemo") -> MCPServer:
         with lock:
             yield mem
 
-    return _add_tools(MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"), session)
+    return MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
+                     tools=_tools(session, export_key))
 
 
 def metered(spec: ToolSpec, args: dict[str, Any]) -> bool:
@@ -194,9 +238,9 @@ def build_tenant_server(tenants: Tenants, *, url: str, name: str = "mnemo") -> M
 
     # A resource server only: the keys are the service's own, so there are no OAuth routes to advertise.
     auth = AuthSettings(issuer_url=url, resource_server_url=None)
-    server = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
-                       token_verifier=KeyVerifier(tenants), auth=auth)
-    return _add_tools(server, session)
+    return MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING",
+                     token_verifier=KeyVerifier(tenants), auth=auth,
+                     tools=_tools(session, tenants.cfg.export_key))
 
 
 def _exit_cleanly(signum: int, frame: Any) -> None:
@@ -218,7 +262,7 @@ def serve(store: str | None = None, *, transport: str = "stdio", host: str = "12
     signal.signal(signal.SIGTERM, _exit_cleanly)
     if transport == "stdio":
         with Memory.open(store or DEFAULT_STORE, embedder=embedder, llm=llm) as mem:
-            build_server(mem).run("stdio")
+            build_server(mem, export_key=export_key()).run("stdio")
         return
     if store is not None:
         raise ConfigError("--transport http serves tenants, each with its own store: give --store-dir (a folder "
@@ -226,10 +270,12 @@ def serve(store: str | None = None, *, transport: str = "stdio", host: str = "12
     if not keys:
         raise ConfigError("MCP over HTTP needs API keys: set MNEMO_API_KEYS='KEY:TENANT,...' or pass --keys FILE")
     cfg = cfg or ServerConfig(embedder=embedder, llm=llm)
-    tenants = Tenants(keys, cfg)
-    try:
-        server = build_tenant_server(tenants, url=f"http://{host}:{port}")
-        server.run("streamable-http", host=host, port=port, streamable_http_path=path,
-                   max_request_body_size=cfg.max_body_bytes)
-    finally:
-        tenants.close()
+    # One server per store folder (`lockfile`): a second refuses to start instead of taking tenants.
+    with serving(cfg.store_dir):
+        tenants = Tenants(keys, cfg)
+        try:
+            server = build_tenant_server(tenants, url=f"http://{host}:{port}")
+            server.run("streamable-http", host=host, port=port, streamable_http_path=path,
+                       max_request_body_size=cfg.max_body_bytes)
+        finally:
+            tenants.close()

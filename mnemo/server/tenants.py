@@ -17,7 +17,8 @@ audit, export) share it, each through its thread's own `Store.reader()` (on Duck
 view on its own cursor that shares the vector index and locks of the tenant's store;
 on PostgreSQL the store itself, whose one connection serialises statements, with many
 writer processes allowed). Readers never see a half-applied write (the writer holds
-the lock until it commits).
+the lock until it commits). The lock lets callers in by order of arrival (`RWLock`), so
+readers keep being served while writers never stop, and writers are not starved either.
 
 Replicas: on PostgreSQL several processes serve the same tenants. A write that
 reconciles against a user's memories (remember, add, forget by query, assess with
@@ -39,8 +40,8 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,8 @@ class ServerConfig:
     # forget by query); counted in the database on PostgreSQL, in this process otherwise (`Quota`)
     quota_window_s: float = 60.0  # length of the sliding quota window, in seconds
     ready_cache_s: float = 30.0  # how long a successful live-model readiness probe is trusted
+    # Signs every JSON export the service returns (HMAC-SHA256, `portable`); the CLI passes MNEMO_EXPORT_KEY.
+    export_key: str | None = field(default=None, repr=False)
 
 
 def parse_keys(text: str) -> dict[str, str]:
@@ -114,40 +117,77 @@ def load_keys(path: str | Path | None = None, env: Mapping[str, str] | None = No
     return dict(keys)
 
 
+class _Waiter:
+    """One caller waiting for the lock; equal only to itself, so it leaves the line exactly where it stood."""
+
+    __slots__ = ("write",)
+
+    def __init__(self, write: bool):
+        self.write = write
+
+
 class RWLock:
-    """Many readers or one writer; a waiting writer holds back new readers so writes are never starved."""
+    """Many readers or one writer, let in by order of arrival: neither readers nor writers starve.
+
+    A reader enters when no writer holds the lock and none arrived before it; a writer when
+    no one holds it and it is first in line. So readers that came before a writer run before
+    it (together), and readers that came after it wait for it: under writers that never stop,
+    a reader waits for the writes already queued when it arrived, never for all of them.
+    (The lock this replaces let any waiting writer hold back new readers; with three writers
+    one was always waiting, and readers ran only once the writers stopped: issue #33.)
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writer = False
-        self._waiting = 0
+        self._line: deque[_Waiter] = deque()  # waiting callers in arrival order
+
+    def _may_enter(self, me: _Waiter) -> bool:
+        if self._writer:
+            return False
+        if me.write:
+            return self._readers == 0 and self._line[0] is me
+        # A reader follows the readers ahead of it in line, never a writer that came first.
+        for ahead in self._line:
+            if ahead is me:
+                return True
+            if ahead.write:
+                return False
+        return True
 
     @contextmanager
-    def read(self) -> Iterator[None]:
+    def _hold(self, write: bool) -> Iterator[None]:
+        me = _Waiter(write)
         with self._cond:
-            self._cond.wait_for(lambda: not self._writer and not self._waiting)
-            self._readers += 1
+            self._line.append(me)
+            try:
+                self._cond.wait_for(lambda: self._may_enter(me))
+            finally:
+                self._line.remove(me)
+            if write:
+                self._writer = True
+            else:
+                self._readers += 1
+            # The next in line may be a reader who can come in alongside this one.
+            self._cond.notify_all()
         try:
             yield
         finally:
             with self._cond:
-                self._readers -= 1
+                if write:
+                    self._writer = False
+                else:
+                    self._readers -= 1
                 self._cond.notify_all()
 
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting += 1
-            self._cond.wait_for(lambda: not self._writer and not self._readers)
-            self._waiting -= 1
-            self._writer = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
+    def read(self) -> AbstractContextManager[None]:
+        """Hold the lock shared (with other readers) for the block."""
+        return self._hold(False)
+
+    def write(self) -> AbstractContextManager[None]:
+        """Hold the lock alone for the block."""
+        return self._hold(True)
 
 
 class Tenant:
@@ -180,9 +220,11 @@ class Tenant:
     def reading(self) -> Iterator[Any]:
         """Yield this thread's reader Memory while holding the shared lock."""
         if self.mem.store.lexical_stale:
-            # Analyse new rows into BM25 once, between writes and reads, not in every reader that notices.
+            # Analyse new rows into BM25 once, between writes and reads, not in every reader that notices
+            # (readers that queued for it together find it done).
             with self.lock.write():
-                self.mem.store.refresh_lexical()
+                if self.mem.store.lexical_stale:
+                    self.mem.store.refresh_lexical()
         with self.lock.read():
             reader = getattr(self._local, "mem", None)
             if reader is None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from ..errors import InvalidInput
 from .duckdb import DuckDBStore
-from .postgres import PgStore, is_dsn, redact
+from .pg_connect import is_dsn, redact
+from .postgres import PgStore
 
 
 def store_class(path: str | Path, backend: str | None = None) -> type[DuckDBStore] | type[PgStore]:

@@ -26,23 +26,35 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import DecayConfig
-from ..errors import ExtensionUnavailable, StoreError, StoreLocked
-from ..model import Event, Link, MemoryRecord, Turn
+from ..errors import StoreError
+from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
 from . import ann, persist
 from .blas import one_thread
 from .cache import RecordCache
 from .counts import counts_of
 from .duckdb_lexical import DuckDBLexical
 from .duckdb_load import DuckDBLoad
+from .duckdb_open import connect, extension_path
 from .held import HeldMemories
 from .index import VectorIndex
 from .lexical import LexicalIndex
 from .parquet import ParquetArchive
-from .rows import EVENTS, LINKS, MEM_COLS, MEMORIES, SQL_COLS, TIMES, TURNS, check_version, naive
+from .rows import (
+    EVENTS,
+    LINKS,
+    MEM_COLS,
+    MEMORIES,
+    MIGRATED,
+    OUTCOMES,
+    SQL_COLS,
+    TIMES,
+    TURNS,
+    check_version,
+    naive,
+)
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 from .touches import DeferredTouch
 
-DUCKDB_VERSION = "1.5.5"  # the pinned release the extension packages must match
 ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifests record it: digests are per version)
 # DuckDB caches table blocks up to its memory limit, 80% of RAM by default: at 1M memories that held
 # 2.2 GB of vector blocks already copied into the in-process index. A file store caps it (blocks are
@@ -91,25 +103,11 @@ def _migrations(dim: int) -> list[tuple[int, list[str]]]:
         ),
         # Each memory's token count (store.counts), filled for existing rows when the store opens.
         (3, ["ALTER TABLE memories ADD COLUMN tokens INTEGER"]),
+        # What became of each turn (mnemo.recover): a turn with no row was recorded and never processed.
+        (4, ["""CREATE TABLE turn_outcomes (turn_id VARCHAR NOT NULL, ts TIMESTAMP NOT NULL, outcome VARCHAR NOT NULL,
+                detail VARCHAR)""",
+             f"INSERT INTO turn_outcomes SELECT id, ts, 'migrated', '{MIGRATED}' FROM turns"]),
     ]
-
-
-def extension_path(name: str) -> str:
-    """Return the path of a pinned extension package's binary, or raise with how to fix it."""
-    module = f"duckdb_extension_{name}"
-    try:
-        pkg = __import__(module)
-    except ImportError as exc:
-        raise ExtensionUnavailable(
-            f"the DuckDB '{name}' extension is not installed; run: pip install 'duckdb-extension-{name}=={DUCKDB_VERSION}'"
-        ) from exc
-    path = Path(pkg.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
-    if not path.exists():
-        raise ExtensionUnavailable(
-            f"duckdb-extension-{name} does not match duckdb {duckdb.__version__} (no {path}); "
-            f"install matching versions: pip install 'duckdb=={DUCKDB_VERSION}' 'duckdb-extension-{name}=={DUCKDB_VERSION}'"
-        )
-    return str(path)
 
 
 _PROBE_MAX = 2_000  # past this many ids a literal IN list costs more than one scan
@@ -159,7 +157,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         self._stems: dict[str, str] = {}  # word -> porter stem, as DuckDB's fts stems it
         self._cache_init()
         self._held_init()
-        self.con = _connect(self.path, read_only=read_only)
+        self.con = connect(self.path, read_only=read_only)
         self._memory_limit: str | None = None
         if self.path != ":memory:":
             limit = os.environ.get(MEMORY_LIMIT_ENV, MEMORY_LIMIT)
@@ -191,9 +189,9 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         except duckdb.ConnectionException as exc:
             if "different configuration" not in str(exc):
                 raise StoreError(f"cannot open {path}: {exc}") from exc
-            store_con = _connect(str(path), read_only=False)
+            store_con = connect(str(path), read_only=False)
         except duckdb.IOException:
-            store_con = _connect(str(path), read_only=False)  # raises StoreLocked when another process writes
+            store_con = connect(str(path), read_only=False)  # raises StoreLocked when another process writes
         try:
             row = store_con.execute(
                 "SELECT value FROM store_meta WHERE key = 'embedder'"
@@ -365,6 +363,10 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         """Append events in one Arrow statement."""
         self._append("events", list(events))
 
+    def mark_turns(self, outcomes: Iterable[TurnOutcome]) -> None:
+        """Append turn outcomes in one Arrow statement (callers hold the transaction of the writes they describe)."""
+        self._append("turn_outcomes", list(outcomes))
+
     def _follows_rows(self) -> list[Link]:
         rows = self.con.execute(f"SELECT {LINKS.cols} FROM links WHERE kind = 'follows' ORDER BY ts").fetchall()
         return [LINKS.of(r) for r in rows]
@@ -517,7 +519,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
             self.con.execute(f"INSERT INTO {table} ({spec.cols}) SELECT * FROM batch")
 
 
-_APPENDED = {"turns": TURNS, "events": EVENTS, "links": LINKS}  # what `_append` writes
+_APPENDED = {"turns": TURNS, "events": EVENTS, "links": LINKS, "turn_outcomes": OUTCOMES}  # what `_append` writes
 
 
 class _CursorView(DuckDBStore):
@@ -536,19 +538,6 @@ class _CursorView(DuckDBStore):
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(object.__getattribute__(self, "_base"), name, value)
-
-
-def _connect(path: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB connection, turning a lock held by another process into StoreLocked."""
-    try:
-        return duckdb.connect(path, read_only=read_only)
-    except (duckdb.IOException, duckdb.ConnectionException) as exc:
-        if "lock" in str(exc).lower():
-            raise StoreLocked(
-                f"{path} is open for writing in another process; DuckDB allows one writer per file. "
-                "Close the other process, or serve the store to many clients with `mnemo serve http`."
-            ) from exc
-        raise StoreError(f"cannot open {path}: {exc}") from exc
 
 
 class _Transaction:

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import StoreError
-from .postgres import connect, redact, split_dsn
+from ..errors import StoreUnavailable
+from .pg_connect import alive, connect, redact, split_dsn
 
 
 class PgCounter:
@@ -39,14 +39,16 @@ class PgCounter:
 
     @contextmanager
     def _db(self) -> Iterator[Any]:
-        """Yield the counter's connection under its lock; a database error becomes StoreError (503)."""
+        """Yield the counter's connection under its lock; a database error becomes StoreUnavailable (503)."""
         import psycopg
         from psycopg import sql
 
         with self._lock:
-            # A connection the server dropped (a restart, a failover) is replaced on the next call.
+            # A connection the server dropped (a restart, a failover) is replaced before it is used (`alive`).
             try:
-                if self._con is None or self._con.closed or self._con.broken:
+                if not alive(self._con):
+                    if self._con is not None:
+                        self._con.close()
                     self._con = connect(self._dsn)
                     self._con.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
                 if not self._ready:
@@ -54,7 +56,8 @@ class PgCounter:
                     self._ready = True
                 yield self._con
             except psycopg.Error as exc:
-                raise StoreError(f"the quota table in {self.path} did not answer: {str(exc).strip()}") from exc
+                raise StoreUnavailable(f"the quota table in {self.path} did not answer: {str(exc).strip()}; "
+                                       "retry shortly") from exc
 
     def _setup(self, con: Any) -> None:
         from psycopg import sql
@@ -72,7 +75,7 @@ class PgCounter:
         try:
             with self._db() as con:
                 return fn(con)
-        except StoreError:
+        except StoreUnavailable:
             if self._con is None or not (self._con.closed or self._con.broken):
                 raise
         # Safe to rerun: a transaction on a dropped connection was rolled back by the server.

@@ -85,9 +85,11 @@ def _pg_value(col: str, value: Any) -> Any:
 class PgArchive:
     """archive_candidates, archive_export, archive_purge, archive_restore and table_digests over PostgreSQL."""
 
-    # From the store it is mixed into: its connection, lock and `_writable()`.
+    # From the store it is mixed into: its connection, lock, transactions and `_writable()`.
     con: Any
+    _con: Any
     _lock: Any
+    transaction: Any
 
     @property
     def archive_engine(self) -> str:
@@ -98,11 +100,12 @@ class PgArchive:
 
     @contextmanager
     def _archive_transaction(self, *, snapshot: bool = False) -> Iterator[Any]:
-        with self._lock, self.con.transaction():
+        with self.transaction():
+            con = self._con  # the transaction's own connection (`con` would not be replaced inside it either)
             if snapshot:
                 # Files and digests must come from one state of the tables, whatever other replicas write.
-                self.con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            yield self.con
+                con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield con
 
     def archive_candidates(self, cutoff: datetime) -> dict[str, int]:
         """Return {"YYYY-MM": count} of tombstones whose status changed before `cutoff`."""

@@ -38,34 +38,44 @@ What differs, on purpose:
 - The cold archive (`archive_*`, in `pg_archive`) writes the same Parquet files
   with pyarrow, with the same guarantees; its row digests are md5-based, not
   DuckDB's hash, so they are checked on restore into PostgreSQL only.
+- The connection can be dropped by the server (a restart, a failover): it is checked
+  before each use outside a transaction and reopened (`pg_connect.alive`), and while the
+  database is away every call raises `StoreUnavailable` (HTTP 503 with Retry-After).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
 from ..config import DecayConfig
-from ..errors import ExtensionUnavailable, InvalidInput, StoreError
-from ..model import Event, Link, MemoryRecord, Turn
+from ..errors import InvalidInput, StoreUnavailable
+from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
 from .counts import counts_of
 from .pg_archive import PgArchive
-from .rows import EVENTS, LINKS, MEMORIES, PG_MEMORY_TYPES, SQL_COLS, TURNS, check_text, check_version, naive
+from .pg_connect import alive, answering, connect, redact, split_dsn, vector_schema
+from .rows import (
+    EVENTS,
+    LINKS,
+    MEMORIES,
+    MIGRATED,
+    OUTCOMES,
+    PG_MEMORY_TYPES,
+    SQL_COLS,
+    TURNS,
+    check_text,
+    check_version,
+    naive,
+)
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
-DSN_PREFIXES = ("postgresql://", "postgres://")
-DEFAULT_SCHEMA = "mnemo"
 TEXT_CONFIG = "english"  # stemming and stop words closest to DuckDB fts's porter / english defaults
 HNSW_MIN_ROWS = 100_000  # below this, an exact scan is fast enough and returns true neighbours
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 def _migrations(dim: int) -> list[tuple[int, list[str]]]:
@@ -109,76 +119,13 @@ def _migrations(dim: int) -> list[tuple[int, list[str]]]:
         (2, []),
         # Each memory's token count (store.counts), filled for existing rows when the store opens.
         (3, ["ALTER TABLE memories ADD COLUMN tokens integer"]),
+        # What became of each turn (mnemo.recover): a turn with no row was recorded and never processed.
+        (4, [f"""CREATE TABLE turn_outcomes (turn_id {c} NOT NULL, ts timestamp NOT NULL, outcome {c} NOT NULL,
+                 detail text, seq bigint GENERATED ALWAYS AS IDENTITY)""",
+             "CREATE INDEX turn_outcomes_turn ON turn_outcomes (turn_id)",
+             f"INSERT INTO turn_outcomes (turn_id, ts, outcome, detail) SELECT id, ts, 'migrated', '{MIGRATED}' "
+             "FROM turns ORDER BY ts, seq"]),
     ]
-
-
-def is_dsn(path: str | Path) -> bool:
-    """Return True when `path` is a PostgreSQL URI rather than a DuckDB file."""
-    return isinstance(path, str) and path.startswith(DSN_PREFIXES)
-
-
-def split_dsn(dsn: str) -> tuple[str, str]:
-    """Return (the DSN libpq understands, the store's schema) from a DSN that may carry ?schema=NAME."""
-    parts = urlsplit(dsn)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), DEFAULT_SCHEMA)
-    if not _SCHEMA_NAME.match(schema):
-        raise InvalidInput(f"schema {schema!r} is not a plain lower-case identifier (letters, digits, _)")
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment)), schema
-
-
-def redact(dsn: str) -> str:
-    """Return `dsn` with any password replaced by ***, fit for logs and provenance."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def _psycopg() -> Any:
-    """Import psycopg and the pgvector adapter, or raise saying what to install."""
-    try:
-        import pgvector.psycopg  # noqa: F401
-        import psycopg
-    except ImportError as exc:
-        raise StoreError("the PostgreSQL store needs psycopg and pgvector; run: pip install 'mnemo-ltm[postgres]'"
-                         ) from exc
-    return psycopg
-
-
-def connect(dsn: str) -> Any:
-    """Open an autocommit connection in UTC, turning an unreachable server into a StoreError."""
-    psycopg = _psycopg()
-    conninfo, _ = split_dsn(dsn)
-    try:
-        con = psycopg.connect(conninfo, autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise StoreError(f"cannot connect to {redact(dsn)}: {str(exc).strip()}; start PostgreSQL "
-                         "(in a checkout: bash .ci/services.sh start) or fix the DSN") from exc
-    con.execute("SET TIME ZONE 'UTC'")
-    return con
-
-
-def _vector_schema(con: Any, *, create: bool) -> str:
-    """Return the schema holding the `vector` extension, creating the extension when allowed."""
-    row = con.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
-                      "WHERE e.extname = 'vector'").fetchone()
-    if row:
-        return row[0]
-    psycopg = _psycopg()
-    if create:
-        try:
-            # In public, not the store's schema: every store in the database shares the one type.
-            con.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
-            return "public"
-        except psycopg.Error as exc:
-            raise ExtensionUnavailable(
-                f"cannot create the pgvector extension ({str(exc).strip()}); install pgvector on the server and "
-                "run CREATE EXTENSION vector as a superuser, or grant this role the right to") from exc
-    raise ExtensionUnavailable("the pgvector extension is not installed in this database; "
-                               "run CREATE EXTENSION vector as a superuser")
 
 
 POSTGRES = Dialect(
@@ -207,7 +154,9 @@ class PgStore(PgArchive, SQLStore):
         # lock itself, so a server holding a user's lock can call Memory, which takes it again.
         self._lock_guard = threading.RLock()
         self._lock_con: Any = None
-        self.con = self._open(create=not read_only)
+        self._lock_depth = 0  # `exclusive` blocks open on this thread's lock connection (it is not replaced meanwhile)
+        self._depth = 0  # transactions open on the store's connection (it is not replaced meanwhile)
+        self._con = self._open(create=not read_only)
         self.embedder, self.dim = self._check_embedder(embedder, dim)
         if not read_only:
             self._migrate()
@@ -226,7 +175,7 @@ class PgStore(PgArchive, SQLStore):
             with con.transaction():
                 # One opener at a time creates the extension and schema: concurrent IF NOT EXISTS can still clash.
                 con.execute("SELECT pg_advisory_xact_lock(hashtext('mnemo.store_pg.setup'))")
-                ext = _vector_schema(con, create=create)
+                ext = vector_schema(con, create=create)
                 if create:
                     con.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
             con.execute(sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(self.schema), sql.Identifier(ext)))
@@ -252,10 +201,19 @@ class PgStore(PgArchive, SQLStore):
         return row[0] if row else None
 
     # ----------------------------------------------------------------- set-up
+    @property
+    def con(self) -> Any:
+        """The store's connection, reopened first if the server dropped it (`pg_connect.alive`); never mid-transaction."""
+        with self._lock:
+            if self._depth == 0 and not alive(self._con):
+                self._con.close()
+                self._con = self._open(create=not self.read_only)
+            return self._con
+
     def _meta(self) -> dict[str, str]:
-        if self.con.execute("SELECT to_regclass('store_meta')").fetchone()[0] is None:
+        if self._run("SELECT to_regclass('store_meta')").fetchone()[0] is None:
             return {}
-        return dict(self.con.execute("SELECT key, value FROM store_meta").fetchall())
+        return dict(self._run("SELECT key, value FROM store_meta").fetchall())
 
     def _check_embedder(self, embedder: str, dim: int) -> tuple[str, int]:
         with self.transaction():
@@ -281,28 +239,25 @@ class PgStore(PgArchive, SQLStore):
         check_version(version, self.path)
 
     def close(self) -> None:
-        self.con.close()
+        self._con.close()
         if self._lock_con is not None:
             self._lock_con.close()
 
     def ping(self) -> None:
-        """Ask the database for one row, first replacing a connection the server dropped; raise StoreError if it fails.
+        """Ask the database for one row, replacing a connection the server dropped; raise StoreUnavailable if it fails.
 
-        A restart or failover of PostgreSQL breaks the store's connection; the service's
-        readiness probe calls this, so a replica reconnects instead of failing every request.
+        The service's readiness probe calls this; requests heal the connection the same way (`con`).
         """
-        psycopg = _psycopg()
         with self._lock:
-            # Twice at most: a dropped connection shows it is broken only when next used.
+            # Twice at most: a connection dropped without a word shows it is broken only when next used.
             for attempt in (1, 2):
                 try:
-                    if self.con.closed or self.con.broken:
-                        self.con = self._open(create=not self.read_only)
-                    self.con.execute("SELECT 1").fetchone()
+                    with answering(self.path):
+                        self.con.execute("SELECT 1").fetchone()
                     return
-                except psycopg.Error as exc:
-                    if attempt == 2 or not (self.con.closed or self.con.broken):
-                        raise StoreError(f"{self.path} does not answer: {str(exc).strip()}") from exc
+                except StoreUnavailable:
+                    if attempt == 2 or self._depth or alive(self._con):
+                        raise
 
     @contextmanager
     def exclusive(self, key: str) -> Iterator[None]:
@@ -314,15 +269,22 @@ class PgStore(PgArchive, SQLStore):
         process that dies releases the lock with its connection.
         """
         with self._lock_guard:
-            if self._lock_con is None or self._lock_con.closed or self._lock_con.broken:
+            # Replaced only when no lock is held on it: closing it would let the held lock go.
+            if self._lock_depth == 0 and not alive(self._lock_con):
+                if self._lock_con is not None:
+                    self._lock_con.close()
                 self._lock_con = connect(self._dsn)
             con = self._lock_con
-            con.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(%s))", [self.schema, key])
+            with answering(self.path):
+                con.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(%s))", [self.schema, key])
+            self._lock_depth += 1
             try:
                 yield
             finally:
+                self._lock_depth -= 1
                 if not con.closed and not con.broken:
-                    con.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", [self.schema, key])
+                    with answering(self.path):
+                        con.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", [self.schema, key])
 
     def save_indexes(self) -> bool:
         """Return False: pgvector's and PostgreSQL's indexes live in the database, nothing is rebuilt at open."""
@@ -334,19 +296,29 @@ class PgStore(PgArchive, SQLStore):
 
     @contextmanager
     def transaction(self) -> Iterator[PgStore]:
-        """Return a context manager that commits on success and rolls back on any error."""
-        with self._lock, self.con.transaction():
-            yield self
+        """Return a context manager that commits on success and rolls back on any error.
+
+        A connection the server dropped is reopened before the transaction begins, never during it;
+        a connection lost during it raises StoreUnavailable and nothing of it is committed.
+        """
+        with self._lock, answering(self.path):
+            con = self.con
+            self._depth += 1
+            try:
+                with con.transaction():
+                    yield self
+            finally:
+                self._depth -= 1
 
     # ----------------------------------------------------------------- writes
     def _run(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         """Execute one statement under the store lock and return its cursor."""
-        with self._lock:
+        with self._lock, answering(self.path):
             return self.con.execute(sql, params)
 
     def _many(self, sql: str, rows: list[Sequence[Any]]) -> None:
         if rows:
-            with self._lock, _unique(), self.con.cursor() as cur:
+            with self._lock, answering(self.path), _unique(), self.con.cursor() as cur:
                 cur.executemany(sql, rows)
 
     def insert_turn(self, turn: Turn) -> None:
@@ -364,7 +336,7 @@ class PgStore(PgArchive, SQLStore):
         vectors = self._insertable(records, vectors)
         if not len(records):
             return
-        with self._lock, _unique(), self.con.cursor() as cur:
+        with self._lock, answering(self.path), _unique(), self.con.cursor() as cur:
             # Binary COPY: text would format every float in Python, which costs more than the whole insert.
             counts = counts_of([r.text for r in records])
             cols = f"{', '.join(SQL_COLS)}, tokens, embedding"
@@ -383,6 +355,11 @@ class PgStore(PgArchive, SQLStore):
 
     def insert_links(self, links: Iterable[Link]) -> None:
         self._many(f"INSERT INTO links ({LINKS.cols}) VALUES (%s, %s, %s, %s)", [LINKS.values(lk) for lk in links])
+
+    def mark_turns(self, outcomes: Iterable[TurnOutcome]) -> None:
+        """Append turn outcomes (callers hold the transaction of the writes they describe)."""
+        self._many(f"INSERT INTO turn_outcomes ({OUTCOMES.cols}) VALUES (%s, %s, %s, %s)",
+                   [OUTCOMES.values(o) for o in outcomes])
 
     def _status_transaction(self) -> Any:
         # Its own transaction, with the row locked (Dialect.for_update): a concurrent writer changing the
@@ -446,13 +423,14 @@ class PgStore(PgArchive, SQLStore):
         # Ties break by id for exact search; the HNSW index serves only an ORDER BY of the bare distance.
         sql = (f"SELECT id, 1 - (embedding <=> %s) AS score FROM memories WHERE {where} "
                f"ORDER BY embedding <=> %s{'' if self._hnsw else ', id'} LIMIT %s")
-        with self._lock:
+        with self._lock, answering(self.path):
             if self._hnsw:
-                with self.con.transaction():
-                    self.con.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                with self.transaction():
+                    con = self._con
+                    con.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     # Measured on clustered 384-d vectors: recall@10 0.98 at pgvector's default 40, 0.99 at 100.
-                    self.con.execute("SET LOCAL hnsw.ef_search = 100")
-                    rows = self.con.execute(sql, [q, *params, q, k]).fetchall()
+                    con.execute("SET LOCAL hnsw.ef_search = 100")
+                    rows = con.execute(sql, [q, *params, q, k]).fetchall()
                 # Relaxed order may swap near neighbours: sort what came back.
                 rows.sort(key=lambda r: (-_score(r[1]), r[0]))
             else:
@@ -513,7 +491,7 @@ class PgStore(PgArchive, SQLStore):
 
         con = connect(self._dsn)
         try:
-            ext = _vector_schema(con, create=False)
+            ext = vector_schema(con, create=False)
             con.execute(sql.SQL("SET search_path TO {}, {}").format(sql.Identifier(self.schema), sql.Identifier(ext)))
             register_vector(con)
             # psycopg opens the transaction with these on the first statement.

@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..config import DecayConfig
-from ..model import Event, Link, MemoryRecord, Turn
+from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
 
 
 @runtime_checkable
@@ -90,6 +90,9 @@ class Store(Protocol):
 
     def insert_events(self, events: Iterable[Event]) -> None:
         """Append events."""
+
+    def mark_turns(self, outcomes: Iterable[TurnOutcome]) -> None:
+        """Record what became of turns, in the caller's transaction (the one that wrote what they say)."""
 
     def insert_links(self, links: Iterable[Link]) -> None:
         """Append links."""
@@ -156,6 +159,15 @@ class Store(Protocol):
 
     def turns(self, user: str | None = None) -> list[Turn]:
         """Return the turns of `user` (all users when None), oldest first."""
+
+    def turns_before(self, turn: Turn, limit: int) -> list[Turn]:
+        """Return the last `limit` turns of `turn`'s session stored before it, oldest first (its context)."""
+
+    def pending_turns(self, user: str | None = None) -> list[Turn]:
+        """Return the turns recorded and never processed (no outcome), of `user` or all, in the order stored."""
+
+    def turn_outcomes(self, turn_id: str) -> list[TurnOutcome]:
+        """Return what became of a turn (none: never processed), oldest first."""
 
     # ----------------------------------------------------------------- search
     def search_dense(self, qvec: np.ndarray, k: int, *, user: str,

@@ -13,10 +13,11 @@ from dataclasses import fields
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
-from ..errors import EmbedderMismatch, InvalidInput, StoreError
-from ..model import Event, Link, MemoryRecord, Turn
+from .. import validate
+from ..errors import EmbedderMismatch, StoreError
+from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
 
-SCHEMA_VERSION = 3  # both engines number their migrations alike and move together
+SCHEMA_VERSION = 4  # both engines number their migrations alike and move together
 # Columns of `memories` in the order of MemoryRecord fields (user -> user_id, references -> refs); the
 # vector column `embedding` follows them in both engines.
 MEM_COLS = [f.name for f in fields(MemoryRecord)]
@@ -32,6 +33,9 @@ PG_MEMORY_TYPES = [
 TURN_COLS = "id, user_id, text, ts, session, agent, role, meta"
 EVENT_COLS = "id, memory_id, ts, action, status_from, status_to, reason, evidence, other_id"
 LINK_COLS = "src, dst, kind, ts"
+OUTCOME_COLS = "turn_id, ts, outcome, detail"
+# Version 4 keeps what became of each turn; the turns a store already held were processed (or lost) before.
+MIGRATED = "recorded before turn outcomes were kept (schema 4)"
 
 
 def naive(dt: datetime | None) -> datetime | None:
@@ -49,16 +53,11 @@ def aware(dt: datetime | None) -> datetime | None:
 
 
 def check_text(value: str, what: str = "text") -> str:
-    """Return `value` as storable text or raise InvalidInput (NUL bytes and lone surrogates cannot be stored)."""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidInput(f"{what} contains a NUL byte; strip it or encode the payload (e.g. base64) first")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(f"{what} is not valid Unicode ({exc.reason}); decode it with errors='replace' first") from exc
-    return value
+    """Return `value` as storable text or raise InvalidInput (NUL and lone surrogates cannot be stored).
+
+    The last line of defence: the library checks its input first (`mnemo.validate`, the same rule).
+    """
+    return validate.storable(value, what)
 
 
 def record_of(row: Sequence[Any]) -> MemoryRecord:
@@ -119,6 +118,16 @@ def link_values(lk: Link) -> list[Any]:
     return [lk.src, lk.dst, lk.kind, naive(lk.at)]
 
 
+def outcome_of(row: Sequence[Any]) -> TurnOutcome:
+    """Return the turn outcome of a row read in `OUTCOME_COLS` order."""
+    return TurnOutcome(row[0], aware(row[1]), row[2], row[3] or "")
+
+
+def outcome_values(o: TurnOutcome) -> list[Any]:
+    """Return a turn outcome's values in `OUTCOME_COLS` order, ready to store."""
+    return [o.turn_id, naive(o.at), o.outcome, check_text(o.detail, "outcome detail")]
+
+
 class Table(NamedTuple):
     """How a table's rows are read and written: its columns in row order, row -> value, value -> row."""
 
@@ -131,6 +140,7 @@ MEMORIES = Table(", ".join(SQL_COLS), record_of, record_values)  # without the v
 TURNS = Table(TURN_COLS, turn_of, turn_values)
 EVENTS = Table(EVENT_COLS, event_of, event_values)
 LINKS = Table(LINK_COLS, link_of, link_values)
+OUTCOMES = Table(OUTCOME_COLS, outcome_of, outcome_values)
 
 
 def new_meta(embedder: str, dim: int) -> list[tuple[str, str]]:

@@ -22,11 +22,12 @@ import numpy as np
 from ..config import DecayConfig
 from ..decay import kind_half_lives, salience_formula
 from ..errors import InvalidInput, NotFound, StoreError
-from ..model import Event, Link, MemoryRecord, Turn
+from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
 from .counts import StoredCounts
 from .rows import (
     EVENT_COLS,
     LINK_COLS,
+    OUTCOME_COLS,
     SQL_COLS,
     TURN_COLS,
     check_embedder,
@@ -35,6 +36,7 @@ from .rows import (
     link_of,
     naive,
     new_meta,
+    outcome_of,
     record_of,
     turn_of,
 )
@@ -388,6 +390,29 @@ class SQLStore(StoredCounts):
         where = f"user_id = {self.dialect.mark}" if user else "TRUE"
         rows = self._run(f"SELECT {TURN_COLS} FROM turns WHERE {where} ORDER BY ts, id", [user] if user else [])
         return [turn_of(r) for r in rows.fetchall()]
+
+    def turns_before(self, turn: Turn, limit: int) -> list[Turn]:
+        """Return the last `limit` turns of `turn`'s session stored before it (by time, then order stored), oldest first."""
+        d = self.dialect
+        rows = self._run(
+            f"SELECT {TURN_COLS} FROM turns WHERE user_id = {d.mark} AND session IS NOT DISTINCT FROM {d.text_mark} "
+            f"AND (ts < {d.mark} OR (ts = {d.mark} AND {d.seq} < (SELECT {d.seq} FROM turns WHERE id = {d.mark}))) "
+            f"ORDER BY ts DESC, {d.seq} DESC LIMIT {d.mark}",
+            [turn.user, turn.session, naive(turn.at), naive(turn.at), turn.id, limit])
+        return [turn_of(r) for r in reversed(rows.fetchall())]
+
+    def pending_turns(self, user: str | None = None) -> list[Turn]:
+        """Return the turns recorded and never processed (no outcome), of `user` or all, in the order stored."""
+        mine, params = (f"user_id = {self.dialect.mark} AND", [user]) if user is not None else ("", [])
+        rows = self._run(f"SELECT {TURN_COLS} FROM turns WHERE {mine} NOT EXISTS (SELECT 1 FROM turn_outcomes o "
+                         f"WHERE o.turn_id = turns.id) ORDER BY ts, {self.dialect.seq}", params)
+        return [turn_of(r) for r in rows.fetchall()]
+
+    def turn_outcomes(self, turn_id: str) -> list[TurnOutcome]:
+        """Return what became of a turn, in the order it was recorded (none: never processed)."""
+        rows = self._run(f"SELECT {OUTCOME_COLS} FROM turn_outcomes WHERE turn_id = {self.dialect.mark} "
+                         f"ORDER BY ts, {self.dialect.seq}", [turn_id])
+        return [outcome_of(r) for r in rows.fetchall()]
 
     # ----------------------------------------------------------------- imports (mnemo.portable)
     def existing(self, table: str, ids: Sequence[str]) -> set[str]:
