@@ -151,7 +151,7 @@ def fitted_contradictions(active: Sequence[MemoryRecord], vecs: np.ndarray, mode
     nearest older ones. Pairs a structured contradiction already holds are not repeated.
     """
     from .model import Candidate
-    from .reconcile import features_of, pool, row
+    from .reconcile import features_of, pool, replaces, row
     from .updates import CLASSES
 
     if model is None or len(active) < 2:
@@ -174,10 +174,19 @@ def fitted_contradictions(active: Sequence[MemoryRecord], vecs: np.ndarray, mode
         js = pool(r)
         for j, p in zip(js, model.proba(features_of(r, js)), strict=True):
             old = r.active[j]
-            if p[update] >= model.update_at and frozenset((old.id, m.id)) not in held:
+            # The index decides what can be compared: two claims (a slot and a value each), one able to replace
+            # the other (`reconcile.replaces`); memories without claims are the semantic check's business.
+            claims = bool(m.attribute and m.value and old.attribute and old.value) and not (
+                values_agree(old.value, m.value) and bool(old.meta.get("negated")) == bool(m.meta.get("negated")))
+            if claims and p[update] >= model.update_at and frozenset((old.id, m.id)) not in held and replaces(
+                    c, old, r.slot(j)):
                 conflict = Contradiction(record_key(m) or record_key(old) or "?", m.attribute or old.attribute or
                                          "statement", (old, m), (str(old.value or old.text), str(m.value or m.text)))
-                rec = recommend(conflict)
+                # One value said both ways ("stops at Elm Road" / "no longer stops there"): the ladder has one
+                # group to weigh, so the newer statement is the one to keep.
+                rec = recommend(conflict) if len(_value_groups(conflict.memories)) > 1 else {
+                    "memory_id": m.id, "value": m.value, "rule": "recency", "confidence": 0.5,
+                    "rationale": f"{conflict.record}: the newer statement says otherwise of {m.value!r}"}
                 rec["rationale"] = f"the update model reads the newer as replacing the older (p={p[update]:.2f}); " \
                                    + str(rec.get("rationale", ""))
                 found.append(Contradiction(conflict.record, conflict.attribute, conflict.memories, conflict.values,

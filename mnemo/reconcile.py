@@ -269,13 +269,17 @@ def pool(r: _Row) -> list[int]:
     c, a = r.c, r.active
     ids = set(c.references) | {c.record_id} - {None}
     kind = value_kind(c)
+    hard = bool(c.subject) and match.hard(match.key(c.subject) or "")
     out = []
     for j in range(len(a)):
         if not r.free(j):
             continue
         m = a[j]
-        if r.entity(j) or ids & (set(m.references) | {m.record_id}) or (
-                float(r.sims[j]) >= POOL_SIM and kind is not None and kind == value_kind(m)):
+        theirs = set(m.references) | {m.record_id} - {None}
+        if not r.entity(j) and (ids and theirs and not ids & theirs or hard and match.hard(match.key(m.subject) or "")):
+            # Two identifiers, or two numbered things, are two records: never one updating the other.
+            continue
+        if r.entity(j) or ids & theirs or (float(r.sims[j]) >= POOL_SIM and kind is not None and kind == value_kind(m)):
             out.append(j)
     return out
 
@@ -287,13 +291,21 @@ def features_of(r: _Row, js: list[int]) -> list[list[float]]:
             for j in js]
 
 
-def _replaces(c: Candidate, m: MemoryRecord) -> bool:
-    """Return True when the claim's slot cardinality lets it replace `m`'s value.
+def replaces(c: Candidate, m: MemoryRecord, slot: str | None) -> bool:
+    """Return True when structure lets the claim replace `m`'s value: what the model may then decide.
 
-    Cardinality is the slot table's to say: a value of a slot one holds several of ("I also speak
-    Japanese") adds to the others unless the words say it replaces one (a change cue) or deny one.
+    A denial ends the value it names. Otherwise the value must be of the same type as the old
+    one, or fill the same slot (a place never replaces a name), and the slot's cardinality is the
+    slot table's to say: a value of a slot one holds several of ("I also speak Japanese") adds to
+    the others unless a change cue says it replaces one.
     """
-    return (c.single_valued and m.single_valued) or bool(c.meta.get("change_cue")) or match.negated(c) != match.negated(m)
+    if match.negated(c) != match.negated(m):
+        # A denial ends only the value it names ("I don't eat meat" leaves "I am vegetarian" standing).
+        return bool(c.value) and match.holds(c.value, m.value, m.text)
+    kind_c, kind_m = value_kind(c), value_kind(m)
+    if not slot and kind_c and kind_m and kind_c != kind_m:
+        return False
+    return (c.single_valued and m.single_valued) or bool(c.meta.get("change_cue"))
 
 
 def _restates(r: _Row, j: int) -> bool:
@@ -329,7 +341,7 @@ def _fitted(r: _Row, model: UpdateModel, judge: Judge, base: dict[str, Any]) -> 
                 "update_at": model.update_at, "same_at": model.same_at}
     can_retire = c.category not in NEVER_RETIRED
     updates = [(p["update"], j) for j, p in scored if can_retire and p["update"] >= model.update_at
-               and a[j].category not in NEVER_RETIRED and _replaces(c, a[j])]
+               and a[j].category not in NEVER_RETIRED and replaces(c, a[j], r.slot(j) if c.attribute else None)]
     if updates:
         p, j = max(updates)
         return _act(r, "supersede", j, f"fitted: updates it (p={p:.2f}): {a[j].value} -> {c.value}", base,

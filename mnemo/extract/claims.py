@@ -67,6 +67,7 @@ Token = Any
 
 
 EXTRACTOR = "offline-parser-v2"
+ADDITIVE = frozenset({"also", "too", "additionally", "either"})  # additive focus particles (closed class)
 
 
 def _value_text(tokens: list[Token]) -> str:
@@ -308,7 +309,8 @@ class _Frame:
                 meta["raw_date"], value = raw, iso
         if c.when:
             meta["when"] = span_text(c.when)
-        if c.change:
+        if c.change and not any(t.dep_ == "advmod" and t.lower_ in ADDITIVE for t in c.tokens):
+            # "I also speak German now": an additive particle adds a value, whatever change the clause reads.
             meta["change_cue"] = True
         if c.aspect:
             meta["aspect"] = c.aspect

@@ -185,13 +185,7 @@ def featurise(pairs: Sequence[Pair], embedder: Any = "minilm") -> tuple[np.ndarr
         if not scored:
             continue
         focus = emb.embed([p.focus])[0] if p.focus else None
-
-        def closeness(item: tuple[int, int, list[float]]) -> float:
-            i, j, _ = item
-            base = float(sims[i, j])
-            return base + (float(vecs[i] @ focus) + float(avecs[j] @ focus) if focus is not None else 0.0)
-
-        best = max(scored, key=closeness)
+        best = max(scored, key=lambda item: _closeness(item, sims, vecs, avecs, focus))
         for item in scored:
             if item is not best and p.label != "distinct":
                 continue
@@ -200,6 +194,13 @@ def featurise(pairs: Sequence[Pair], embedder: Any = "minilm") -> tuple[np.ndarr
             labels.append(CLASSES.index(label))
             info.append({"pair": p.id, "source": p.source, "label": label, "labelled": item is best})
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES)), np.asarray(labels, dtype=int), info
+
+
+def _closeness(item: tuple[int, int, list[float]], sims: np.ndarray, vecs: np.ndarray, avecs: np.ndarray,
+               focus: np.ndarray | None) -> float:
+    """Return how close a (claim, memory) pair's sentences are, and, with a focus, how close both are to it."""
+    i, j, _ = item
+    return float(sims[i, j]) + (float(vecs[i] @ focus) + float(avecs[j] @ focus) if focus is not None else 0.0)
 
 
 def _threshold(y: np.ndarray, p: np.ndarray, want: float) -> float:
