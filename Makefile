@@ -24,7 +24,7 @@ run: setup
 demo: setup
 	$(BIN)/mnemo demo
 
-# JupyterLab on notebooks/, on loopback, with this venv registered as the kernel "Python (mnemo)".
+# JupyterLab on notebooks/, on loopback, started from this venv: the notebooks' python3 kernel is its interpreter.
 lab: setup
 	$(BIN)/mnemo lab --notebooks notebooks
 
