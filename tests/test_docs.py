@@ -4,6 +4,8 @@
   loopback fails), in an empty folder; the blocks of one page run in order in one namespace, so a
   page may build on its earlier blocks. A block that cannot run here is marked on the line right
   above its fence, `<!-- not-run: the reason -->`, and the reason must be given.
+- Every relative link of README.md, docs/, CHANGELOG.md and benchmarks/README.md reaches a file, and
+  a heading when it names one.
 - The generated references (docs/cli.md, docs/http.md, docs/mcp.md) match what docs/generate.py
   renders from the code now, and every CLI command, argument and option is in docs/cli.md.
 - The README's reader's path (the ```bash blocks marked `<!-- reader-path -->`: set-up, a first
@@ -101,6 +103,42 @@ def test_every_marker_sits_on_a_fence_and_not_run_says_why(page):
                 f"{b.where()}: say why the block cannot run, e.g. <!-- not-run: needs DASHSCOPE_API_KEY -->")
         if b.marker == "reader-path":
             assert b.lang in ("bash", "sh"), f"{b.where()}: the reader's path is shell commands"
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def slug(heading: str) -> str:
+    """Return the anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    """Return the anchors of `page`'s headings (outside code blocks), numbered as GitHub numbers repeats."""
+    seen: dict[str, int] = {}
+    out, fenced = set(), False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("#"):
+            base = slug(line.lstrip("#"))
+            out.add(base if base not in seen else f"{base}-{seen[base]}")
+            seen[base] = seen.get(base, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("page", [*PAGES, ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "README.md"], ids=_page_id)
+def test_links_reach_a_file_and_a_heading(page):
+    broken = []
+    for target in LINK.findall(page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{target}: no heading with that anchor in {dest.relative_to(ROOT)}")
+    assert not broken, f"{_page_id(page)}: " + "; ".join(broken)
 
 
 # ----------------------------------------------------------------- the Python blocks run
