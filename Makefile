@@ -8,7 +8,7 @@ ifneq ($(wildcard ../shared/data/.),)
 export MNEMO_DATA_DIR ?= $(abspath ../shared/data)
 endif
 
-.PHONY: setup run demo lab test lint clean
+.PHONY: setup run demo lab test lint docs clean
 
 setup: $(VENV)/.installed
 
@@ -24,7 +24,7 @@ run: setup
 demo: setup
 	$(BIN)/mnemo demo
 
-# JupyterLab on notebooks/, on loopback, with this venv registered as the kernel "Python (mnemo)".
+# JupyterLab on notebooks/, on loopback, started from this venv: the notebooks' python3 kernel is its interpreter.
 lab: setup
 	$(BIN)/mnemo lab --notebooks notebooks
 
@@ -32,10 +32,14 @@ lab: setup
 # one line per reason saying how to enable it (tests/conftest.py). CI=true turns those skips into failures.
 test: setup
 	$(BIN)/pytest -q -p no:cacheprovider
-	$(BIN)/ruff check mnemo tests benchmarks
+	$(BIN)/ruff check mnemo tests benchmarks docs
 
 lint: setup
-	$(BIN)/ruff check mnemo tests benchmarks
+	$(BIN)/ruff check mnemo tests benchmarks docs
+
+# The generated half of docs/cli.md, docs/http.md and docs/mcp.md; tests/test_docs.py fails when they are stale.
+docs: setup
+	$(BIN)/python docs/generate.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -48,7 +48,8 @@ PARAM_HELP = {
     "session": "Conversation session id.",
     "agent": "Which agent wrote the memory.",
     "budget_tokens": "Token budget of the recalled pack (default: the recipe's).",
-    "filters": 'Exact-match filters on memory fields, e.g. {"kind": "semantic"}.',
+    "filters": 'Filters on memory fields: agent, session, subject, attribute, record_id, status, kinds and '
+               'categories (lists), since, until, meta; e.g. {"kinds": ["semantic"]}.',
     "memory_id": "A memory id, e.g. m-3c4c43ac62df44b5.",
     "reason": "Why; recorded on the tombstone.",
     "dry_run": "Only report what would be forgotten; change nothing.",

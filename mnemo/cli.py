@@ -571,11 +571,12 @@ def lab_cmd(notebooks: Path = typer.Option(Path("notebooks"), "--notebooks", hel
             port: int = typer.Option(None, "--port", help="Port on 127.0.0.1 (default: the first free from 8888)."),
             token: str = typer.Option(None, "--token", help="Access token (default: a new one, shown in the URL)."),
             browser: bool = typer.Option(True, "--browser/--no-browser", help="Open a browser tab.")) -> None:
-    """Open JupyterLab on the notebooks, with this environment registered as the kernel "Python (mnemo)"."""
-    from .lab import KERNEL_DISPLAY, lab_command, register_kernel
+    """Open JupyterLab on the notebooks, whose kernel (python3) is this environment's interpreter."""
+    from .lab import lab_command
 
     cmd = lab_command(notebooks, port=port, token=token, open_browser=browser)
-    console.print(f"kernel {KERNEL_DISPLAY!r} registered at {register_kernel()}", soft_wrap=True, highlight=False)
+    console.print(f"JupyterLab on {notebooks}; the notebooks' python3 kernel runs {sys.executable}", soft_wrap=True,
+                  highlight=False)
     # JupyterLab replaces this process: Ctrl-C and its shutdown prompt reach it directly.
     os.execv(cmd[0], cmd)
 

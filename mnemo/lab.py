@@ -1,13 +1,14 @@
-"""JupyterLab on the notebooks, on the project's own kernel: `make lab`, or `mnemo lab`.
+"""JupyterLab on the notebooks, on this environment's own kernel: `make lab`, or `mnemo lab`.
 
-    register_kernel()                    # "Python (mnemo)": this interpreter, in this environment
-    os.execv(*lab_command("notebooks"))  # what `mnemo lab` does after registering
+    os.execv(*lab_command("notebooks"))  # what `mnemo lab` does
 
-The notebooks name the kernel `mnemo` in their metadata, so JupyterLab opens them on it: the
-interpreter mnemo is installed in, whatever other Pythons the machine has. The kernel is
-registered into this environment (`<sys.prefix>/share/jupyter/kernels/mnemo`), never into the
-user's home, so removing the environment removes it too. Headless runs (`mnemo run`) do not
-need it: they name the environment's own `python3` kernel.
+The notebooks name the standard `python3` kernel in their metadata, the one ipykernel installs
+into every environment it is installed in. Jupyter runs a `python3` kernel whose command is
+plain `python` on the interpreter of the process that starts it (jupyter_client replaces it with
+`sys.executable`), and inside a virtualenv or conda environment it prefers that environment's
+kernelspecs to the user's. So JupyterLab started from the environment mnemo is installed in (what
+`mnemo lab` does) opens them on that interpreter, and `papermill notebooks/00_quickstart.ipynb
+out.ipynb` works right after `pip install -e .`, with nothing registered first.
 """
 
 from __future__ import annotations
@@ -19,20 +20,8 @@ from pathlib import Path
 
 from .errors import ConfigError
 
-KERNEL_NAME = "mnemo"  # what the notebooks' metadata names
-KERNEL_DISPLAY = "Python (mnemo)"  # what JupyterLab shows in the launcher and the notebook toolbar
-
-
-def register_kernel(prefix: str | Path | None = None) -> Path:
-    """Register this interpreter as the Jupyter kernel "Python (mnemo)" under `prefix` (default: this environment).
-
-    Returns the kernelspec folder. Registering again replaces the earlier spec.
-    """
-    try:
-        from ipykernel.kernelspec import install
-    except ImportError as exc:
-        raise ConfigError("ipykernel is not installed: pip install -e '.[notebooks]'") from exc
-    return Path(install(kernel_name=KERNEL_NAME, display_name=KERNEL_DISPLAY, prefix=str(prefix or sys.prefix)))
+KERNEL_NAME = "python3"  # what the notebooks' metadata names: the environment's own ipykernel
+KERNEL_DISPLAY = "Python 3 (ipykernel)"  # what JupyterLab shows in the launcher and the notebook toolbar
 
 
 def lab_command(notebooks: str | Path, *, port: int | None = None, token: str | None = None,

@@ -7,6 +7,8 @@ import ast
 import json
 import os
 import re
+import subprocess
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -20,7 +22,8 @@ from mnemo.eval import trust_eval
 
 pytestmark = pytest.mark.slow
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
 NAMES = ["00_quickstart", "10_threshold_sweep", "20_decay_simulation", "30_calibration", "40_benchmark_report"]
 SQL = re.compile(r"\b(select\s.+\sfrom|insert\s+into|create\s+table)\b", re.I | re.S)
 PROMPT = re.compile(r"\b(you are an?|system prompt|respond with json)\b", re.I)
@@ -198,3 +201,25 @@ def test_the_report_renders_as_one_offline_page(runs, tmp_path):
     # The figures are inside the page; the code stays in the notebook; nothing is loaded from the network.
     assert html.count("data:image/png;base64,") >= 3
     assert "run_scenarios(" not in html and not re.search(r"<script[^>]*src=\"https?:", html)
+
+
+def test_papermill_runs_a_notebook_on_the_default_kernel(tmp_path):
+    """`papermill NOTEBOOK OUT` as papermill's own docs show it, right after `pip install -e .`: no `-k`,
+    no kernel registered by mnemo, and Jupyter's user folders empty (as on a fresh machine)."""
+    jupyter = {var: str(tmp_path / "jupyter" / sub) for var, sub in (
+        ("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"), ("JUPYTER_RUNTIME_DIR", "runtime"))}
+    # The kernel imports mnemo from the checkout under test, whatever checkout the environment was installed from.
+    env = {**os.environ, **jupyter, "PYTHONPATH": str(ROOT)}
+    script = Path(sys.executable).parent / "papermill"
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "papermill"]
+    out = tmp_path / "out.ipynb"
+    res = subprocess.run([*cmd, str(NOTEBOOKS / "00_quickstart.ipynb"), str(out), "-p", "embedder", "hash",
+                          "--no-progress-bar"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    executed = nbformat.read(out, as_version=4)
+    assert executed.metadata.kernelspec.name == "python3"
+    assert executed.metadata.papermill.parameters == {"embedder": "hash"}
+    errors = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors
+    # The quickstart records its results beside where it ran (out_dir "."): the kernel ran in tmp_path.
+    assert json.loads((tmp_path / "results.json").read_text())["superseded"] >= 1
