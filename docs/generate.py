@@ -181,6 +181,13 @@ def mcp_reference() -> str:
     for t in tools:
         out += ["", f"### {t.name}", "", t.description, ""]
         out += _fields(t.input_schema, "argument") if t.input_schema.get("properties") else ["No arguments."]
+    # The argument types the tools share (the request model HTTP uses too), once each.
+    types = {name: d for t in tools for name, d in (t.input_schema.get("$defs") or {}).items()}
+    if types:
+        out += ["", "## Argument types"]
+    for name, schema in sorted(types.items()):
+        out += ["", f"### {name}", "", schema.get("description", ""), ""]
+        out += _fields(schema, "field") if schema.get("properties") else ["No fields."]
     return "\n".join(out) + "\n"
 
 

@@ -48,7 +48,7 @@ from .entities import (
     span_text,
 )
 from .parser import IDENTIFIER
-from .render import render
+from .render import said
 from .slots import (
     MEASURED,
     TYPED_SLOTS,
@@ -91,23 +91,6 @@ class Built:
     replace: dict[int, str] | None = None
     relation: bool = False  # its slot is a verb relation ("work_at"), not an attribute noun
     me: str = "the user"  # who "I" is in its text
-
-
-# Pronouns a memory's text may spell out: he and she name one person, and the turn resolves them to a
-# person it named. "It" and "they" may stand for a clause, a group or a thing: the text keeps them as said
-# (the claim's subject still holds what the turn resolved them to).
-SURE_PRONOUNS = frozenset({"he", "him", "his", "she", "her", "hers"})
-
-
-def sure(tokens: list[Token], replace: dict[int, str] | None) -> dict[int, str]:
-    """Return the replacements a memory's text may make: sure pronouns, and what is not a pronoun."""
-    return {i: r for i, r in (replace or {}).items() if not tokens or tokens[0].doc[i].pos_ != "PRON"
-            or tokens[0].doc[i].lower_ in SURE_PRONOUNS or tokens[0].doc[i].tag_ in ("WDT", "WP", "WP$")}
-
-
-def said(tokens: list[Token], replace: dict[int, str] | None, me: str) -> str:
-    """Return a clause's memory text: its own words, "I" as who said it, and only the sure pronouns resolved."""
-    return render(tokens, sure(tokens, replace), me=me)
 
 
 def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> list[Built]:

@@ -112,3 +112,20 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
         return ""
     text = text[0].upper() + text[1:]
     return text if text.endswith((".", "!", "?", '"', ")")) else text + "."
+
+
+# Pronouns a memory's text may spell out: he and she name one person, and the turn resolves them to a
+# person it named. "It" and "they" may stand for a clause, a group or a thing: the text keeps them as said
+# (the claim's subject still holds what the turn resolved them to).
+SURE_PRONOUNS = frozenset({"he", "him", "his", "she", "her", "hers"})
+
+
+def sure(tokens: Sequence[Token], replace: dict[int, str] | None) -> dict[int, str]:
+    """Return the replacements a memory's text may make: sure pronouns, and what is not a pronoun."""
+    return {i: r for i, r in (replace or {}).items() if not tokens or tokens[0].doc[i].pos_ != "PRON"
+            or tokens[0].doc[i].lower_ in SURE_PRONOUNS or tokens[0].doc[i].tag_ in ("WDT", "WP", "WP$")}
+
+
+def said(tokens: Sequence[Token], replace: dict[int, str] | None, me: str) -> str:
+    """Return a clause's memory text: its own words, "I" as who said it, and only the sure pronouns resolved."""
+    return render(tokens, sure(tokens, replace), me=me)

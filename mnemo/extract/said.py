@@ -24,7 +24,7 @@ from ..normalise import STOPWORDS
 from . import claims as claims_mod
 from . import entities
 from .commands import POINTER
-from .render import render
+from .render import render, sure
 from .values import marks
 
 CONTENT_POS = frozenset({"NOUN", "PROPN", "VERB", "ADJ", "ADV", "NUM"})
@@ -108,7 +108,7 @@ def as_said(built: list[claims_mod.Built], sent: Any, me: str) -> list[Candidate
     covered: set[str] = set()
     for b in built:
         c = b.candidate
-        named = frozenset(claims_mod.sure(b.tokens, b.replace))
+        named = frozenset(sure(b.tokens, b.replace))
         if b.tokens and not sentence_like(b.tokens, named) and not c.meta.get("from_cause"):
             c = replace(c, text=whole, meta={**c.meta, "as_said": "sentence", "marks": sorted(marks(whole))})
             covered |= words_of(sent)
@@ -120,7 +120,7 @@ def as_said(built: list[claims_mod.Built], sent: Any, me: str) -> list[Candidate
         first = next((k for k, b in enumerate(built) if b.tokens and not b.candidate.meta.get("from_cause")), 0)
         c = out[first]
         out[first] = replace(c, text=whole, meta={**c.meta, "as_said": "sentence", "marks": sorted(marks(whole))})
-    named = frozenset(i for b in built for i in claims_mod.sure(b.tokens, b.replace))
+    named = frozenset(i for b in built for i in sure(b.tokens, b.replace))
     if leans_on_context(sent, named):
         # The sentence itself is too short to stand alone: the turn joins it to a neighbour.
         out = [replace(c, text=whole, meta={**c.meta, "fragment": True}) for c in out]
