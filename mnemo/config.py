@@ -71,6 +71,8 @@ class RecallConfig:
     min_relevance: float = 0.0  # candidates under this fused relevance are not packed
     certain_at: float = 0.6  # top evidence at or above this is "certain"
     vague_at: float = 0.35  # top evidence at or above this (and under certain_at) is "vague"
+    unknown_floor: float = 0.45  # on "unknown", packed memories with evidence at or above this stay, marked as no answer
+    answerable: bool = True  # the fitted answerability model decides the confidence (recall.judge); False: claim rules
     expand_hops: int = 2  # hops along supersedes / because links for history
 
 

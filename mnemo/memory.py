@@ -30,6 +30,7 @@ from .errors import InvalidInput, NotFound
 from .judge import model_judge, offline_judge
 from .llm import LLM, connect
 from .model import CATEGORIES, KINDS, Candidate, Event, Forgetting, Link, MemoryRecord, Recall, WriteReport
+from .recall.judge import Answerability
 from .store import DuckDBStore, Store, new_id, store_class
 from .tokens import count_many, tokenizer_name
 from .updates import UpdateModel
@@ -49,6 +50,8 @@ class Memory:
         self.judge = offline_judge if llm.offline else model_judge(llm)
         # The fitted update decision (mnemo.updates), chosen once here like the judge; None: the hand rules.
         self.updates = UpdateModel.load(embedder=embedder.name) if config.write.update_model else None
+        # Answerability (recall.judge): P(the record answers the question) decides the confidence.
+        self.answerable = Answerability.load(embedder=embedder.name) if config.recall.answerable else None
 
     # ----------------------------------------------------------------- lifecycle
     @classmethod
@@ -275,7 +278,7 @@ class Memory:
             self.store, self.embedder, query, user=user,
             budget_tokens=budget_tokens if budget_tokens is not None else self.config.recall.budget_tokens,
             cfg=self.config.recall, decay_cfg=self.config.decay, now=self._now(at), filters=filters,
-            count_many=count_many,
+            count_many=count_many, answerable=self.answerable,
         )
         result.provenance.update(self.provenance())
         return result

@@ -28,7 +28,7 @@ def data_download(name: str = typer.Argument(..., help="locomo | realtalk | beam
 
 
 def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realtalk | beam | mquake | prefeval | meme "
-                                         "| writes | pairs"),
+                                         "| writes | pairs | answerable"),
           recipes: list[str] = typer.Option(None, "--recipe", "-r", help="Recipe to run; repeat for several "
                                             "(default: dense, bm25, hybrid for locomo / realtalk, else default)."),
           llm: str = typer.Option("offline", "--llm", help="Model mode: offline | live | record:PATH | replay:PATH."),
@@ -58,7 +58,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
           baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="scenarios: also run the "
                                          "four baselines."),
           save: Path = typer.Option(None, "--save", help="pairs: write the update model fitted on the dev pairs to "
-                                    "this JSON file (mnemo/recipes/updates.json is the packaged one)."),
+                                    "this JSON file (mnemo/recipes/updates.json is the packaged one); answerable: "
+                                    "the answerability model fitted on every fold (mnemo/recipes/answerable.json)."),
           out: Path = typer.Option(None, "--out", "-o", help="Folder for results.json and rows.parquet "
                                    "(default experiments/runs/eval/BENCHMARK).")) -> None:
     """Run scenarios or a real benchmark with a recipe and a model mode; print a table, write results.json + Parquet."""
@@ -86,6 +87,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
         options["split"] = split
     if benchmark == "pairs":
         options["save"] = str(save) if save else None
+    if benchmark == "answerable":
+        options = {"save": str(save) if save else None, "n_folds": folds or 4}
     if embedder == "default":
         embedder = "minilm"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -97,7 +100,7 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
             progress=lambda done, total, label: bar.update(task, completed=done, total=total,
                                                            description=f"{benchmark}: {label}"),
             **options)
-    if folds:
+    if folds and benchmark in ("locomo", "realtalk"):
         # Out-of-fold means only: per-fold and per-category figures are in results.json.
         aggregates = {g: a for g, a in aggregates.items() if g.endswith(" | main")}
     header, rows = summary(benchmark, aggregates)

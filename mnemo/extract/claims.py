@@ -117,6 +117,8 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
     changed = c.change and (c.copula or c.prep == "to" or bool(c.old_value))
     owner_slot = attribute_of(thing, mentions) if thing is not None and (
         changed or c.copula and value_like) else None
+    if owner_slot is None and thing is not None and thing.pos_ == "NOUN" and c.copula:
+        owner_slot = _identified_by_verb(c, thing, mentions)
     if owner_slot is not None and thing.pos_ != "PRON":
         mentions.attributes[entity_of(thing, mentions).key or ""] = owner_slot
     elif owner_slot is None and thing is not None and thing.pos_ == "PRON" and c.copula and value_like:
@@ -331,6 +333,19 @@ def _dated(b: Built) -> Built:
     """Return a date claim marked as said of another claim's value (its text keeps that value)."""
     return Built(replace_field(b.candidate, meta={**b.candidate.meta, "dated": True}), b.entity, b.tokens,
                  b.value_ids, b.replace, b.relation, b.me)
+
+
+def _identified_by_verb(c: Clause, thing: Token, mentions: Mentions) -> tuple[Entity, list[Token]] | None:
+    """Return (identified thing, slot words) when a copula's prepositional phrase names what the subject is of.
+
+    "Supplier lead time on part QM-51 is 21 days": the parser often hangs "on part QM-51" on the
+    verb; the identifier still qualifies the subject, so the claim is part QM-51's lead time.
+    """
+    for prep in (k for k in c.verb.children if k.dep_ == "prep" and k.lower_ in ("on", "for", "of")):
+        ident = next((t for t in subtree(prep) if IDENTIFIER.fullmatch(t.text)), None)
+        if ident is not None:
+            return entity_of(ident, mentions), [t for t in [*modifiers(thing), thing] if t.pos_ != "PROPN"]
+    return None
 
 
 def _proper(t: Token) -> bool:

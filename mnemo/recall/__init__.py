@@ -26,10 +26,12 @@ from ..config import DecayConfig, RecallConfig
 from ..errors import InvalidInput
 from ..extract.questions import describe
 from ..model import Packed, Recall, TraceEntry
+from . import judge as judge_stage
 from . import rerank as rerank_stage
 from .candidates import ask_soon, coverage, namesakes, prefetch, query_vector, resolve_self
 from .confidence import EVIDENCE_COVERAGE, EVIDENCE_DENSE, confidence, evidence_of
 from .history import cite, expand, history_notes, shaken
+from .judge import Answerability
 from .packing import make_room, pack
 from .ranking import (
     CATEGORY_PRIOR,
@@ -60,6 +62,15 @@ __all__ = ["CATEGORY_PRIOR", "EVIDENCE_COVERAGE", "EVIDENCE_DENSE", "FUSIONS", "
            "score", "shaken", "time_scope", "veto"]
 
 NOT_IN_RECORD = "not in the record"
+NOT_AN_ANSWER = "near the question, but it does not answer it"
+
+
+def _focus_cosine(store: Store, embedder: Embedder, q, best: list) -> float:
+    """Return the cosine of what the question asks for ("instrument") with the best candidate ("a banjo")."""
+    phrase = judge_stage.asked_phrase(q)
+    if not phrase or not best:
+        return 0.0
+    return float(embedder.embed([phrase])[0] @ store.vectors([best[0].memory.id])[0])
 
 
 def always_applies(memory) -> bool:
@@ -71,7 +82,8 @@ UNCERTAIN = "uncertain: what the record holds on this rested on a fact that has 
 
 def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_tokens: int | None, cfg: RecallConfig,
            decay_cfg: DecayConfig, now: datetime, count_many: Callable[[list[str]], list[int]],
-           filters: dict | None = None, tokenizer: str | None = None) -> Recall:
+           filters: dict | None = None, tokenizer: str | None = None,
+           answerable: Answerability | None = None) -> Recall:
     """Return the recall pack for `query`: retrieve, fuse, score, veto, pack, judge, expand, cite, touch.
 
     The dense retriever always runs, because its cosine is half of the evidence
@@ -146,17 +158,31 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
                                     if p.id in fused])
     missing = evidence.missing_names(q, [p.memory for p in packed], aliases, names)
     pack_fits = [fit_of.get(p.id, "other") for p in packed if p.id in fused]
-    verdict, why = evidence.verdict(q, pack_fits, top, missing, cfg.certain_at, cfg.vague_at)
+    best = [s for s in scored if s.memory.active and s.memory.id in fused][:judge_stage.TOP]
+    x = judge_stage.features(q, best, fused, fit_of, evidence.missing_names(q, [s.memory for s in best], aliases,
+                                                                            names),
+                             _focus_cosine(store, embedder, q, best), len(records))
+    p_answer = answerable.probability(x) if answerable is not None else None
+    if p_answer is not None:
+        verdict = answerable.verdict(p_answer)
+        why = f"P(answerable) {p_answer:.2f} (certain at {answerable.certain_at:.2f}, vague at {answerable.vague_at:.2f})"
+    else:
+        verdict, why = evidence.verdict(q, pack_fits, top, missing, cfg.certain_at, cfg.vague_at)
 
     history: list[Packed] = []
     message = ""
     if verdict == "unknown":
-        trace = [TraceEntry(t.memory_id, t.text, False, "abstain", t.scores, f"was {t.reason}; {t.detail}")
+        # "Unknown" never hides evidence: the memories close to the question stay in the pack, each marked as
+        # not answering it, so an agent can check; below the floor nothing is shown.
+        near = {p.id for p in packed if p.id in fused and evidence_of(fused[p.id]) >= cfg.unknown_floor}
+        trace = [t if t.memory_id in near else
+                 TraceEntry(t.memory_id, t.text, False, "abstain", t.scores, f"was {t.reason}; {t.detail}")
                  for t in trace]
         # Strong evidence left out of an "unknown" pack was left out by the budget, not absent.
         found = not missing and any(evidence_of(fused[s.memory.id]) >= cfg.vague_at for s in scored
                                     if s.memory.id in fused and s.memory.active)
-        packed, message = [], (NO_ROOM if found else NOT_IN_RECORD)
+        packed = [replace(p, note=NOT_AN_ANSWER) for p in packed if p.id in near]
+        message = NO_ROOM if found and not packed else NOT_IN_RECORD
     elif cfg.expand_hops > 0:
         links, notes = expand(store, packed, cfg.expand_hops)
         costs = count_many([n.note or "" for n in notes]) if notes else []
@@ -193,7 +219,10 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
         # What reordered the candidates, and how many dialog turns it reordered (0: none among the hits).
         "rerank": {"model": cfg.rerank, "turns": sum("rerank" in e for e in fused.values()),
                    **Reranker.load(cfg.rerank).provenance} if cfg.rerank else {},
-        "evidence": "claims, then dense cosine + query coverage",
+        "evidence": "answerability model" if p_answer is not None else "claims, then dense cosine + query coverage",
+        "answerability": {"p": None if p_answer is None else round(p_answer, 4),
+                          "model": answerable.info.get("file") if answerable is not None else None,
+                          "features": [round(v, 5) for v in x]},
         "question": describe(q), "confidence_why": why, "evidence_top": round(top, 4),
         "about_asked": evidence.about_asked(q, pack_fits),
         "tokenizer": tokenizer or getattr(count_many, "name", None) or getattr(count_many, "__name__", "?"),

@@ -16,7 +16,7 @@ benchmark, in the order below (the order `mnemo eval` lists them).
 from __future__ import annotations
 
 # Importing a benchmark module registers its runners; this order is the order `mnemo eval` lists them.
-from mnemo.eval.bench import dialog, updates, meme, writes, written, pairs  # noqa: F401  # isort: skip
+from mnemo.eval.bench import dialog, updates, meme, writes, written, pairs, answerable  # noqa: F401  # isort: skip
 from mnemo.eval.bench.common import (
     BUDGETS,
     EPOCH,

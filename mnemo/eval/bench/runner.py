@@ -56,6 +56,7 @@ SUMMARY_COLUMNS = {
                 "abstained@512", "fragment_rate"],
     "pairs": ["n", "accuracy", "update_precision", "update_recall", "update_n", "same_precision", "same_recall",
               "same_n"],
+    "answerable": ["n", "false_unknown", "unknown_on_unanswerable", "auc", "brier"],
     "meme": ["n", "passed", "real_pass", "context_recall", "leaked", "stale", "abstained", "items", "tokens"],
 }
 

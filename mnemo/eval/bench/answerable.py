@@ -1,0 +1,241 @@
+"""Answerability, fitted on labelled questions by conversation folds: when is the record silent?
+
+    res = run_answerable(folds=4, save="mnemo/recipes/answerable.json")   # mnemo eval answerable --save ...
+
+Labelled questions, each asked of a store holding its conversation:
+
+* **LoCoMo** categories 1-4 are answerable, category 5 (adversarial: asks of something never
+  said) is not; **REALTALK**'s questions are all answerable; **BEAM**'s abstention probes are not,
+  and its information-extraction, event-ordering, knowledge-update, temporal and multi-session
+  probes are;
+* **near misses**, made from answerable questions so that the record does not hold the answer:
+  the thing asked for is swapped for one another conversation's question asks for and this
+  conversation never mentions ("What instrument is Caroline learning?" -> "What vehicle is
+  Caroline learning?"), or the person named is swapped for a name the conversation never says.
+
+Each conversation is stored two ways, so the model meets both kinds of store: its turns as said
+(`Memory.add_many`, "Name: text") and, for LoCoMo and REALTALK, through the write path
+(`remember_many`, speakers named). The features are recall's own (`recall.judge.features`,
+read from `Recall.provenance["answerability"]`), so what is fitted is what runs.
+
+Folds are by conversation. For each fold the model is fitted on the others and its thresholds
+chosen there: "unknown" below the highest threshold that keeps false "unknown" on the training
+folds' answerable questions at or under `FALSE_UNKNOWN` (3%), "certain" from where P(answerable)
+reaches `CERTAIN_PRECISION`; it is then scored on its own fold. Reported per dataset, out of fold:
+false "unknown" on answerable questions and "unknown" on unanswerable ones, with ROC AUC, Brier
+score and the reliability table (`fitting.reliability`). The model saved is fitted on every fold.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mnemo.eval import datasets
+from mnemo.eval.bench.common import Bench, BenchResult, add_turns, register, session_times
+from mnemo.recall.judge import FEATURES, fit
+
+FALSE_UNKNOWN = 0.03  # false "unknown" allowed on the training folds' answerable questions
+CERTAIN_PRECISION = 0.9  # share of answerable questions among those called "certain", on the training folds
+ANSWERABLE_BEAM = {"information_extraction", "event_ordering", "knowledge_update", "temporal_reasoning",
+                   "multi_session_reasoning"}
+SOURCES = ("locomo", "realtalk", "beam")
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A question asked of one conversation's store, with whether the record answers it."""
+
+    conversation: str
+    dataset: str
+    question: str
+    answerable: int
+    kind: str  # answerable | unanswerable | near_miss_thing | near_miss_name
+
+
+def questions(ds: datasets.Dataset, name: str) -> list[Asked]:
+    """Return the labelled questions of one dataset (near misses added in `near_misses`)."""
+    out = []
+    for q in ds.questions:
+        if name == "locomo":
+            label = int(q.category != 5)
+        elif name == "beam":
+            if q.category_name == "abstention":
+                label = 0
+            elif q.category_name in ANSWERABLE_BEAM:
+                label = 1
+            else:
+                continue
+        else:
+            label = 1
+        out.append(Asked(q.conversation_id, name, q.question, label, "answerable" if label else "unanswerable"))
+    return out
+
+
+def near_misses(asked: list[Asked], texts: dict[str, str], seed: int = 0) -> list[Asked]:
+    """Return one near miss per answerable question where one can be made (see the module docstring)."""
+    from mnemo.extract.questions import ask
+    from mnemo.recall.judge import asked_phrase
+
+    rng = random.Random(seed)
+    readings = {a: ask(a.question) for a in asked if a.answerable}
+    things = sorted({p.lower() for q in readings.values() if (p := asked_phrase(q)) and len(p.split()) == 1})
+    names = sorted({n for q in readings.values() for n in q.names if n.isalpha()})
+    out = []
+    for k, (a, q) in enumerate(readings.items()):
+        said = texts[a.conversation].lower()
+        phrase = asked_phrase(q)
+        if k % 2 == 0 and phrase and len(phrase.split()) == 1 and re.search(rf"\b{re.escape(phrase)}\b", a.question,
+                                                                             re.I):
+            pool = [t for t in things if t != phrase.lower() and t not in said]
+            if pool:
+                swap = rng.choice(pool)
+                text = re.sub(rf"\b{re.escape(phrase)}\b", swap, a.question, count=1, flags=re.I)
+                out.append(Asked(a.conversation, a.dataset, text, 0, "near_miss_thing"))
+                continue
+        named = [n for n in q.names if n.isalpha() and re.search(rf"\b{re.escape(n)}\b", a.question, re.I)]
+        pool = [n for n in names if n.lower() not in said]
+        if named and pool:
+            text = re.sub(rf"\b{re.escape(named[0])}\b", rng.choice(pool).title(), a.question, count=1, flags=re.I)
+            out.append(Asked(a.conversation, a.dataset, text, 0, "near_miss_name"))
+    return out
+
+
+def _line(turn: datasets.DialogTurn) -> str:
+    return turn.text if turn.speaker == "user" else f"{turn.speaker}: {turn.text}"
+
+
+def featurise(names: Sequence[str], embedder: Any, limit: int | None, progress: Any = None
+              ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
+    """Return (features, labels, one info dict a row) of every labelled question, asked of its stores."""
+    bench = Bench(("default",), embedder, "offline")
+    rows: list[list[float]] = []
+    labels: list[int] = []
+    info: list[dict[str, Any]] = []
+    convs = [(name, c, ds) for name in names for ds in [datasets.load(name)]
+             for c in (ds.conversations[:limit] if limit else ds.conversations)]
+    for n, (name, conv, ds) in enumerate(convs):
+        asked = [a for a in questions(ds, name) if a.conversation == conv.id]
+        text = " ".join(t.text for t in conv.turns)
+        asked += near_misses(asked, {conv.id: text}, seed=n)
+        times = session_times(conv)
+        ways = ["turns", "written"] if name != "beam" else ["turns"]
+        for way in ways:
+            mem = bench.open(max(times) + timedelta(days=1))["default"]
+            users = [t for t in conv.turns if t.role == "user"]
+            if way == "turns":
+                add_turns(mem, conv, times, bench.emb.embed([t.document for t in conv.turns]))
+            else:
+                mem.remember_many([{"text": _line(t), "session": f"{conv.id}/{s.id}", "at": at}
+                                   for s, at in zip(conv.sessions, times, strict=True)
+                                   for t in s.turns if t.role == "user"], user=conv.id)
+            del users
+            for a in asked:
+                r = mem.recall(a.question, user=conv.id, budget_tokens=512)
+                rows.append(r.provenance["answerability"]["features"])
+                labels.append(a.answerable)
+                info.append({"conversation": conv.id, "dataset": name, "store": way, "kind": a.kind,
+                             "question": a.question, "answerable": a.answerable})
+            mem.close()
+        if progress:
+            progress(n + 1, len(convs), conv.id)
+    return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES)), np.asarray(labels, dtype=int), info
+
+
+def thresholds(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+    """Return (vague_at, certain_at) chosen on training rows (see the module docstring)."""
+    pos = np.sort(p[y == 1])
+    vague_at = float(pos[int(np.floor(FALSE_UNKNOWN * len(pos)))]) if len(pos) else 0.5
+    certain_at = 1.0
+    for t in sorted(set(np.round(p, 3).tolist())):
+        hit = p >= t
+        if hit.sum() >= 20 and y[hit].mean() >= CERTAIN_PRECISION:
+            certain_at = float(t)
+            break
+    return vague_at, max(certain_at, vague_at)
+
+
+def _scores(y: np.ndarray, p: np.ndarray, vague_at: float) -> dict[str, float]:
+    from sklearn.metrics import brier_score_loss, roc_auc_score
+
+    unknown = p < vague_at
+    out = {"n": float(len(y)), "false_unknown": float(unknown[y == 1].mean()) if (y == 1).any() else float("nan"),
+           "unknown_on_unanswerable": float(unknown[y == 0].mean()) if (y == 0).any() else float("nan"),
+           "brier": float(brier_score_loss(y, p)) if len(y) else float("nan")}
+    out["auc"] = float(roc_auc_score(y, p)) if len(set(y.tolist())) == 2 else float("nan")
+    return out
+
+
+@register("answerable")
+def run_answerable(recipes: Sequence[str] = ("default",), *, embedder: Any = "minilm", n_folds: int = 4,
+                   limit: int | None = None, save: str | None = None, data: Sequence[str] = SOURCES,
+                   progress: Any = None, **_: Any) -> BenchResult:
+    """Fit answerability out of fold, report it per dataset and kind, and save the model fitted on all folds."""
+    from mnemo.config import recipe
+    from mnemo.fitting import reliability
+
+    names = [n for n in data if _available(n)]
+    x, y, info = featurise(names, embedder, limit, progress)
+    convs = sorted({i["conversation"] for i in info})
+    folds = n_folds
+    fold_of = {c: k % folds for k, c in enumerate(convs)}
+    p_oof = np.zeros(len(y))
+    chosen = []
+    for k in range(folds):
+        test = np.array([fold_of[i["conversation"]] == k for i in info])
+        if not test.any() or len(set(y[~test].tolist())) < 2:
+            continue
+        model = fit(x[~test], y[~test])
+        p_train = np.array([model.probability(r) for r in x[~test]])
+        vague_at, certain_at = thresholds(y[~test], p_train)
+        chosen.append((vague_at, certain_at))
+        p_oof[test] = [model.probability(r) for r in x[test]]
+        for i in np.flatnonzero(test):
+            info[i]["vague_at"] = vague_at
+    rows = []
+    for i, row in enumerate(info):
+        unknown = p_oof[i] < row.get("vague_at", 0.5)
+        rows.append({"qid": f"{row['conversation']}/{row['store']}/{i}", **row, "p": float(p_oof[i]),
+                     "unknown": float(unknown), "error": None})
+    aggregates: dict[str, dict[str, float]] = {}
+    for group in ["all", *names, *(f"{n} | {s}" for n in names for s in ("turns", "written"))]:
+        pick = np.array([group == "all" or r["dataset"] == group or f"{r['dataset']} | {r['store']}" == group
+                         for r in rows])
+        if pick.any():
+            yy, pp = y[pick], p_oof[pick]
+            unknown = np.array([r["unknown"] for r, k in zip(rows, pick, strict=True) if k]).astype(bool)
+            aggregates[group] = {"n": float(pick.sum()),
+                                 "false_unknown": float(unknown[yy == 1].mean()) if (yy == 1).any() else float("nan"),
+                                 "unknown_on_unanswerable": float(unknown[yy == 0].mean()) if (yy == 0).any()
+                                 else float("nan"), **{k: v for k, v in _scores(yy, pp, 0.0).items()
+                                                       if k in ("auc", "brier")}}
+    final = fit(x, y)
+    vague_at, certain_at = thresholds(y, np.array([final.probability(r) for r in x]))
+    from dataclasses import replace
+
+    final = replace(final, vague_at=vague_at, certain_at=certain_at, info={
+        "fitted_on": names, "embedder": str(embedder), "rows": int(len(y)), "answerable": int(y.sum()),
+        "folds": folds, "fold_thresholds": chosen, "false_unknown_target": FALSE_UNKNOWN,
+        "certain_precision_target": CERTAIN_PRECISION, "out_of_fold": aggregates,
+        "reliability": reliability(y.tolist(), p_oof.tolist())})
+    if save:
+        Path(save).write_text(json.dumps(final.to_json(), indent=1, default=float) + "\n", encoding="utf-8")
+    cfg = recipe(recipes[0])
+    return BenchResult("answerable", rows, aggregates, {cfg.recipe: cfg}, {"embedder": str(embedder)}, {},
+                       {"folds": folds, "vague_at": vague_at, "certain_at": certain_at, "saved": save})
+
+
+def _available(name: str) -> bool:
+    try:
+        datasets.load(name)
+    except datasets.DatasetError:
+        return False
+    return True
