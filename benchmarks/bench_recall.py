@@ -72,7 +72,7 @@ def run_side(n: int, n_queries: int, session_size: int = 0, separate: bool = Fal
     from mnemo.extract.questions import ask
 
     try:
-        from mnemo.evidence import spans
+        from mnemo.recall.evidence import spans
     except ImportError:  # a checkout from before the time scope
         spans = None
 

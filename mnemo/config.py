@@ -158,6 +158,10 @@ RECIPES: dict[str, Config] = {
     "bm25": Config(recall=RecallConfig(fusion="rrf", lexical_weight=1.0, time_scope=False, context_weight=0.0,
                                         rerank=""),
                    recipe="bm25"),
+    # Relevance first (#31): the retrievers' magnitudes fused, recency, salience and kind bounded to reorder near ties.
+    "relevance": Config(recall=RecallConfig(fusion="scores", weight_relevance=0.85, weight_recency=0.05,
+                                            weight_salience=0.05, weight_prior=0.05, weight_claim=0.1),
+                        recipe="relevance"),
 }
 
 # Recipes written by the calibration notebook live here as JSON (flat params plus a "base").

@@ -14,11 +14,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from mnemo import Memory, evidence
+from mnemo import Memory
 from mnemo.clock import SimulatedClock
 from mnemo.extract.questions import ask
 from mnemo.extract.turns import extract_offline, without_code
 from mnemo.model import MemoryRecord, Scored
+from mnemo.recall import evidence
 from mnemo.recall.ranking import current_first
 
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)

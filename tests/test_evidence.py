@@ -7,11 +7,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import mnemo
-from mnemo import calibrate, evidence
+from mnemo import calibrate
 from mnemo.config import Config
 from mnemo.errors import ConfigError
 from mnemo.extract.questions import ask
 from mnemo.model import MemoryRecord
+from mnemo.recall import evidence
 
 NOW = datetime(2023, 6, 1, tzinfo=timezone.utc)
 

@@ -10,7 +10,7 @@ store and an embedder:
                     score, veto, current_first
     rerank.py       a fitted linear model over each candidate's features reorders them (cfg.rerank)
     packing.py      pack under the budget with per-kind quotas, make_room for history
-    confidence.py   evidence_of, confidence: the score bands behind `mnemo.evidence`'s claims
+    confidence.py   evidence_of, confidence: the score bands behind `recall.evidence`'s claims
     history.py      history_notes, shaken (held only while a changed fact did), expand, cite
 """
 
@@ -21,11 +21,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from .. import evidence
 from ..config import DecayConfig, RecallConfig
 from ..errors import InvalidInput
 from ..extract.questions import describe
 from ..model import Packed, Recall, TraceEntry
+from . import evidence
 from . import judge as judge_stage
 from . import rerank as rerank_stage
 from .candidates import ask_soon, coverage, namesakes, prefetch, query_vector, resolve_self

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import evidence
 from ..extract.questions import Ask, ask
 from ..normalise import canonical_attribute
+from . import evidence
 
 if TYPE_CHECKING:
     from ..embed import Embedder

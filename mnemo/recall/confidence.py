@@ -1,6 +1,6 @@
 """Confidence: how strongly the packed memories are evidenced, as the thresholds certain_at / vague_at read it.
 
-Claims decide first (`mnemo.evidence`); these are the score bands behind them.
+Claims decide first (`recall.evidence`); these are the score bands behind them.
 """
 
 from __future__ import annotations

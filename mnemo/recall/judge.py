@@ -7,7 +7,7 @@
 
 The features are general and exist for any store and any memory: the top candidates' dense
 cosine (absolute), how much of the question their words cover, the margin between the first and
-the rest, what the claim index says of them (`mnemo.evidence.fit`: answers / about the entity /
+the rest, what the claim index says of them (`recall.evidence.fit`: answers / about the entity /
 conflict), whether the question names something no candidate mentions, whether a value of the
 type asked for (a date for "when", a number for "how many") is in them, how close the noun the
 question asks for is to the best candidate (the asked noun's embedding: "instrument" and a

@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from .. import decay, evidence
+from .. import decay
 from ..clock import utc
 from ..config import DecayConfig, RecallConfig
 from ..errors import ConfigError
 from ..model import Link, MemoryRecord, Scored, TraceEntry
+from . import evidence
 
 # Type priors: what a kind and a category are usually worth in a context window,
 # before relevance. The prior is KIND_PRIOR[kind] * CATEGORY_PRIOR[category]:

@@ -40,9 +40,9 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 
-from . import lexicon, match
-from .model import MemoryRecord
-from .normalise import MONTHS, content_tokens
+from .. import lexicon, match
+from ..model import MemoryRecord
+from ..normalise import MONTHS, content_tokens
 
 FITS = ("answers", "entity", "other", "conflict")
 # What each fit adds to a candidate's ranking score (times RecallConfig.weight_claim).

@@ -1,0 +1,82 @@
+"""Answerability: recall's features of a question and its candidates, the fitted model, and what "unknown" shows."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+
+import mnemo
+from mnemo.errors import ConfigError
+from mnemo.extract.questions import ask
+from mnemo.model import MemoryRecord, Scored
+from mnemo.recall import NOT_AN_ANSWER
+from mnemo.recall.judge import FEATURES, Answerability, asked_phrase, features, fit
+
+T0 = datetime(2025, 2, 3, tzinfo=timezone.utc)
+
+
+def _scored(mid, text, dense, cover, fused=1.0):
+    m = MemoryRecord(id=mid, user="u", text=text)
+    return Scored(m, fused, {}, 5), {"dense": dense, "coverage": cover, "fused": fused}
+
+
+def _x(question, rows, fits=None, missing=(), focus=0.0):
+    q = ask(question)
+    top = [s for s, _ in rows]
+    fused = {s.memory.id: e for s, e in rows}
+    return dict(zip(FEATURES, features(q, top, fused, fits or {}, list(missing), focus, len(rows)), strict=True))
+
+
+def test_features_read_the_candidates_and_the_question():
+    rows = [_scored("a", "The user flies to Tallinn on 12 March for a conference.", 0.71, 0.5, 1.0),
+            _scored("b", "The user likes oat milk.", 0.20, 0.0, 0.3)]
+    x = _x("When is the user flying to Tallinn?", rows, {"a": "answers"})
+    assert x["dense1"] == pytest.approx(0.71) and x["dense_margin"] == pytest.approx(0.51)
+    assert x["answers"] == 1.0 and x["answers_top1"] == 1.0 and x["wants_date"] == 1.0
+    assert x["typed_present"] == 1.0  # a date is in the candidates
+    assert x["list_question"] == 0.0
+    assert _x("Which hobbies does the user have?", rows)["list_question"] == 1.0
+    missing = _x("What is Marta's phone number?", rows, missing=["marta"])
+    assert missing["missing"] == 1.0 and missing["missing_share"] == 1.0
+
+
+def test_the_asked_phrase_is_what_the_question_asks_for():
+    assert asked_phrase(ask("What instrument is the user learning?")) == "instrument"
+    assert asked_phrase(ask("When is the user's birthday?")) in ("birthday", "birth day")
+
+
+def test_a_fitted_model_separates_and_its_verdict_follows_its_thresholds():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(200, len(FEATURES)))
+    y = (x[:, FEATURES.index("dense1")] > 0).astype(int)
+    model = fit(x, y)
+    hi = np.zeros(len(FEATURES))
+    hi[FEATURES.index("dense1")] = 3.0
+    lo = -hi
+    assert model.probability(hi) > 0.9 > 0.1 > model.probability(lo)
+    from dataclasses import replace
+
+    m = replace(model, vague_at=0.3, certain_at=0.8)
+    assert (m.verdict(0.9), m.verdict(0.5), m.verdict(0.1)) == ("certain", "vague", "unknown")
+
+
+def test_a_model_fitted_on_other_features_is_refused():
+    with pytest.raises(ConfigError, match="refit"):
+        Answerability((0.0,), (1.0,), (0.0,), 0.0, features=("something",))
+
+
+def test_unknown_keeps_the_near_memories_marked_as_no_answer():
+    """An always-unknown model: the pack still holds what is close to the question, each marked."""
+    never = Answerability(tuple([0.0] * len(FEATURES)), tuple([1.0] * len(FEATURES)),
+                          tuple([0.0] * len(FEATURES)), -20.0, certain_at=0.9, vague_at=0.5)
+    with mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(T0)) as mem:
+        mem.remember("My car is a grey Mazda 3.", user="u", at=T0)
+        mem.remember("I grow tomatoes on the balcony.", user="u", at=T0)
+        mem.answerable = never
+        r = mem.recall("What colour is my car, the Mazda?", user="u", budget_tokens=200)
+    assert r.confidence == "unknown" and r.message == "not in the record"
+    assert r.memories and all(p.note == NOT_AN_ANSWER for p in r.memories)
+    assert any("Mazda" in p.text for p in r.memories) and not any("tomatoes" in p.text for p in r.memories)
+    assert r.provenance["answerability"]["p"] < 0.5
