@@ -240,7 +240,7 @@ def test_the_explorer_in_a_real_browser(tmp_path):
             story = page.locator("#story")
             expect(story).to_contain_text("Tombstone: superseded")
             expect(story.locator(".reason")).to_contain_text(ids["reason"])
-            expect(story.locator(".successor")).to_contain_text("The team switched from Postgres to DuckDB")
+            expect(story.locator(".successor")).to_contain_text("switched from Postgres to DuckDB")
             expect(story.locator(".because")).to_contain_text("The migration failed.")
             expect(story).to_contain_text("target_sim")
             expect(story.locator(".badge.action")).to_have_text(["created", "superseded"])
@@ -257,7 +257,7 @@ def test_the_explorer_in_a_real_browser(tmp_path):
             assert page.locator("#trace tr.included").count() >= 1 and page.locator("#trace tr.excluded").count() >= 1
             expect(page.locator("#trace tr.excluded").first.locator(".badge.reason")).not_to_have_text("packed")
             expect(page.locator("#recall")).to_contain_text("Citations")
-            expect(page.locator("#recall")).to_contain_text("The team switched from Postgres to DuckDB")
+            expect(page.locator("#recall")).to_contain_text("switched from Postgres to DuckDB")
             page.screenshot(path=str(shots / "recall.png"), full_page=True)
             page.check("#excluded-only")
             assert page.locator("#trace tr.included").count() == 0

@@ -103,12 +103,21 @@ def _unit(query: np.ndarray, dim: int) -> np.ndarray | None:
     return None if norm == 0.0 else q / norm
 
 
-def _best(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return (rows, scores) of the k highest scores, best first."""
+def _best(scores: np.ndarray, rows: np.ndarray, k: int, ids: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Return (rows, scores) of the k highest scores, best first; with `ids`, equal scores go by id.
+
+    Without ids, equal scores keep their rows' order, which a rebuilt index does not keep (IVF
+    regroups its rows): with them, the same store gives the same answer however its rows lie.
+    """
     k = min(k, scores.shape[0])
     if k <= 0:
         return rows[:0], scores[:0]
     top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+    if ids is not None:
+        # Every row that ties the k-th score competes for the last places, by id.
+        top = np.flatnonzero(scores >= scores[top].min())
+        top = np.array(sorted(top.tolist(), key=lambda i: (-float(scores[i]), ids[int(rows[i])]))[:k], dtype=np.int64)
+        return rows[top], scores[top]
     top = top[np.argsort(-scores[top], kind="stable")]
     return rows[top], scores[top]
 
@@ -135,7 +144,7 @@ class _Approximate(VectorIndex):
             rows = np.flatnonzero(mask)
             # As in VectorIndex: one product over every row beats copying out a large share of them.
             scores = self._all_scores(q)[rows] if count > self.size // 4 else self._score_rows(rows, q)
-            rows, scores = _best(scores, rows, k)
+            rows, scores = _best(scores, rows, k, self._ids)
         else:
             rows, scores = self._approximate(q, k, mask)
         return [(self._ids[r], float(s)) for r, s in zip(rows, scores, strict=True)]
@@ -155,7 +164,7 @@ class _Approximate(VectorIndex):
         coarse = np.where(mask, coarse, -np.inf)
         depth = min(max(depth, k), int(np.count_nonzero(mask)))
         cand = np.argpartition(-coarse, depth - 1)[:depth]
-        return _best(self._score_rows(cand, q), cand, k)
+        return _best(self._score_rows(cand, q), cand, k, self._ids)
 
 
 # ---------------------------------------------------------------------------------------------- IVF
@@ -402,7 +411,7 @@ class IvfIndex(_Approximate):
             parts_rows.append(np.arange(self._built, self.size)[keep])
         if not parts_rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        return _best(np.concatenate(parts_scores), np.concatenate(parts_rows), k)
+        return _best(np.concatenate(parts_scores), np.concatenate(parts_rows), k, self._ids)
 
     def stats(self) -> dict[str, float]:
         """Return the index's shape and build cost, for reports."""

@@ -8,7 +8,9 @@ Sources, each split by its own unit so that no fact is in both splits:
 
 * **the write-path benchmark** (`datasets.writes`, split by subject / family): correction -> update,
   correction_negative -> distinct, duplicate_paraphrase -> same, negation -> update (a retraction),
-  duplicate_distinct -> distinct (neighbouring facts of one relation about other subjects);
+  duplicate_distinct -> distinct (neighbouring facts of one relation about other subjects), and
+  other_relation -> distinct (two facts of one subject under two relations: the model must not read
+  "same subject, another value" as an update when the slot is another one);
 * **BEAM** knowledge_update and contradiction_resolution probes: the message that states the
   original fact and the one that updates (or contradicts) it -> update. Chats below 10 are dev,
   above are test (chats that are multiples of 5 are held out by the maintainers and not here);
@@ -72,6 +74,7 @@ def labelled_pairs(split: str) -> list[Pair]:
     from mnemo.eval.datasets.writes import build_examples
 
     out: list[Pair] = []
+    said: dict[str, dict[str, str]] = {}  # subject unit -> {relation: a statement of it}
     for e in build_examples(split):
         texts = [s.text for s in e.steps if s.action == "remember"]
         if e.family in _WRITES_LABEL and len(texts) >= 2:
@@ -79,12 +82,19 @@ def labelled_pairs(split: str) -> list[Pair]:
         elif e.family == "duplicate_distinct":
             out += [Pair(f"{e.id}/{k}", texts[k], texts[k + 1], "distinct", "writes:duplicate_distinct")
                     for k in range(min(3, len(texts) - 1))]
+        if e.unit.startswith("mquake:") and e.meta.get("relation") and texts:
+            said.setdefault(e.unit, {}).setdefault(e.meta["relation"], texts[0])
+    # One subject's facts under two relations ("X's capital is A", "X's official language is B") stand side by side.
+    others = [Pair(f"{unit}/{a}-{b}", facts[a], facts[b], "distinct", "writes:other_relation")
+              for unit, facts in sorted(said.items()) for a, b in zip(sorted(facts), sorted(facts)[1:], strict=False)]
+    out += others[:OTHER_RELATION]
     out += _beam_pairs(split)
     out += _project_pairs(split)
     out += _locomo_pairs(split)
     return out
 
 
+OTHER_RELATION = 400  # same-subject, other-relation pairs a split takes (the start of the sorted list)
 LOCOMO_PAIRS = 300  # consecutive same-speaker pairs a split takes from LoCoMo, spread over its conversations
 
 
