@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from mnemo import Memory, evidence
+from mnemo import Memory
+from mnemo.recall import evidence
 from mnemo.clock import SimulatedClock
 from mnemo.config import Config
 from mnemo.model import MemoryRecord

@@ -404,7 +404,7 @@ class FakeStore:
     def __init__(self, records: list[MemoryRecord], links: list[Link] = ()):
         self.records = {m.id: m for m in records}
         self.link_rows = list(links)
-        self.vectors = dict(zip(self.records, HashEmbedder().embed([m.text for m in records]), strict=True))
+        self.vecs = dict(zip(self.records, HashEmbedder().embed([m.text for m in records]), strict=True))
         self.touched: list[tuple[list[str], datetime]] = []
         self.lexical_calls = 0
 
@@ -415,7 +415,7 @@ class FakeStore:
                 and all(m.meta.get(k) == v for k, v in f.get("meta", {}).items())]
 
     def search_dense(self, qvec, k, *, user, filters):
-        hits = [(m.id, float(np.dot(qvec, self.vectors[m.id]))) for m in self._visible(user, filters)]
+        hits = [(m.id, float(np.dot(qvec, self.vecs[m.id]))) for m in self._visible(user, filters)]
         return sorted(hits, key=lambda h: -h[1])[:k]
 
     def search_lexical(self, query, k, *, user, filters):
@@ -426,6 +426,9 @@ class FakeStore:
 
     def get_many(self, ids):
         return {i: self.records[i] for i in ids if i in self.records}
+
+    def vectors(self, ids):
+        return np.stack([self.vecs[i] for i in ids])
 
     def self_names(self, user):
         return [m.value for m in self._visible(user, None) if m.subject == "user" and m.attribute == "name"]

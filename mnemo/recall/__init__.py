@@ -17,14 +17,14 @@ store and an embedder:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import DecayConfig, RecallConfig
 from ..errors import InvalidInput
 from ..extract.questions import describe
-from ..model import Packed, Recall, TraceEntry
+from ..model import Packed, Recall, Scored, TraceEntry
 from . import evidence
 from . import judge as judge_stage
 from . import rerank as rerank_stage
@@ -80,31 +80,45 @@ NO_ROOM = "nothing relevant fits the budget"
 UNCERTAIN = "uncertain: what the record holds on this rested on a fact that has since changed (see history)"
 
 
-def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_tokens: int | None, cfg: RecallConfig,
-           decay_cfg: DecayConfig, now: datetime, count_many: Callable[[list[str]], list[int]],
-           filters: dict | None = None, tokenizer: str | None = None,
-           answerable: Answerability | None = None) -> Recall:
-    """Return the recall pack for `query`: retrieve, fuse, score, veto, pack, judge, expand, cite, touch.
+@dataclass
+class Ranked:
+    """What `rank` knows of a question and its candidates: what `judge` and `pack` decide on."""
 
-    The dense retriever always runs, because its cosine is half of the evidence
-    behind the confidence; BM25 runs when it has weight. Only ids found by a
-    retriever with weight become candidates, and what is filed under another name of an
-    entity the question names (`candidates.namesakes`; unfiltered, with vectors weighted).
-    Their relevance is `ranking.relevance` (the time scope, and the hits' `follows`
-    neighbours when `context_weight` > 0), then the reranker's (`rerank.apply`). On "unknown"
-    nothing is packed: every candidate is traced as "abstain" and the message says "not in
-    the record" (or, when strong evidence was left out only by the budget, that nothing fits it).
-    History shares the budget with the pack (`make_room`); touch runs once, on the pack.
+    query: str
+    q: Any  # the question's reading (extract.questions.Ask)
+    names: list[str]  # the user's own names
+    scored: list[Scored]  # every candidate, pins included, best first (current values first)
+    vetoed: list[TraceEntry]
+    fused: dict[str, dict]  # the retrievers' scores and fused relevance, by id
+    fits: dict[str, str]  # what the claim index says of each candidate (evidence.fit)
+    aliases: dict[str, str]
+    heads: set[str]  # the pinned ids that head the pack
+    unsure: dict  # memories that held only while a changed fact did (history.shaken)
+    retrieved: int  # how many memories the retrievers gave
+    scope: dict | None  # the time the question names, as a filter
+    follows: int  # `follows` links read
+
+
+def rank(store: Store, embedder: Embedder, query: str, *, user: str, cfg: RecallConfig, decay_cfg: DecayConfig,
+         now: datetime, count_many: Callable[[list[str]], list[int]], filters: dict | None = None,
+         qvec: Any = None) -> Ranked:
+    """Return the candidates of `query`, ranked as recall packs them: retrieve, fuse, rerank, score, veto.
+
+    The dense retriever always runs, because its cosine is evidence for the judge; BM25 runs
+    when it has weight. Only ids found by a retriever with weight become candidates, and what
+    is filed under another name of an entity the question names (`candidates.namesakes`;
+    unfiltered, with vectors weighted). Their relevance is `ranking.relevance` (the time scope,
+    and the hits' `follows` neighbours when `context_weight` > 0), then the reranker's
+    (`rerank.apply`), then `ranking.score` (relevance, and recency, salience, kind and the claim
+    index beside it). The benchmarks rank with this same function. `qvec`, a precomputed
+    embedding of `query`, is used when name resolution leaves the query as it is.
     """
     if not isinstance(query, str):
         raise InvalidInput("query must be a string")
-    budget = cfg.budget_tokens if budget_tokens is None else int(budget_tokens)
-    if budget < 0:
-        raise InvalidInput(f"budget_tokens must be >= 0, got {budget}")
     w = cfg.lexical_weight
     names = [user, *store.self_names(user)]
     asked = ask_soon(resolve_self(query, names))  # read on a worker thread while the retrievers run
-    vector = query_vector(embedder, query, names)
+    vector = qvec if qvec is not None and resolve_self(query, names) == query else query_vector(embedder, query, names)
     dense = store.search_dense(vector, cfg.candidates, user=user, filters=filters)
     lexical = store.search_lexical(query, cfg.candidates, user=user, filters=filters) if w > 0 else []
     prefetch(store, (dense if w < 1 else []) + lexical, count_many)  # while the question is still being read
@@ -137,37 +151,72 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
     candidates = [m for m in candidates if m.id not in unsure]
     pins = [m for m in store.pinned(user, filters) if m.user == user]
     aliases = evidence.aliases(candidates + pins)
-    fit_of: dict[str, str] = {}
+    fits: dict[str, str] = {}
     for m in candidates + pins:
-        fit_of[m.id] = evidence.fit(q, m, aliases)
+        fits[m.id] = evidence.fit(q, m, aliases)
         if m.id in fused:
             fused[m.id]["coverage"] = coverage(query, m.text, names, m.attribute)
-            fused[m.id]["claim"] = evidence.FIT_SCORE[fit_of[m.id]]
-
+            fused[m.id]["claim"] = evidence.FIT_SCORE[fits[m.id]]
     everyone = list({m.id: m for m in candidates + pins}.values())
     counts = dict(zip([m.id for m in everyone], count_many([m.text for m in everyone]), strict=True))
     scored, vetoed = veto(score(everyone, fused, now, cfg, decay_cfg, counts))
     scored = current_first(scored, q)
     # A pinned memory heads the pack when it bears on the question or is a rule meant to apply always
     # ("always answer in Portuguese"); otherwise it is ranked like any other memory.
-    pin_ids = {m.id for m in pins if always_applies(m) or (m.id in fused and evidence_of(fused[m.id]) >= cfg.vague_at)}
-    packed, trace = pack([s for s in scored if s.memory.id not in pin_ids], budget, cfg,
-                         [s for s in scored if s.memory.id in pin_ids])
-    trace = vetoed + trace
+    heads = {m.id for m in pins if always_applies(m) or (m.id in fused and evidence_of(fused[m.id]) >= cfg.vague_at)}
+    return Ranked(query, q, names, scored, vetoed, fused, fits, aliases, heads, unsure, len(records), scope,
+                  len(follows))
+
+
+def judge(store: Store, embedder: Embedder, ranked: Ranked, packed: list[Packed], cfg: RecallConfig,
+          answerable: Answerability | None) -> tuple[str, str, float | None, list[float], list[str]]:
+    """Return (confidence, why, P(answerable) or None, the judge's features, names the pack never mentions).
+
+    With a fitted answerability model (`recall.judge`) its probability decides; without one the
+    claim rules of `recall.evidence.verdict` do.
+    """
+    q, fused, fits = ranked.q, ranked.fused, ranked.fits
+    top = evidence.top_evidence(q, [(fits.get(p.id, "other"), evidence_of(fused[p.id])) for p in packed
+                                    if p.id in fused])
+    missing = evidence.missing_names(q, [p.memory for p in packed], ranked.aliases, ranked.names)
+    best = [s for s in ranked.scored if s.memory.active and s.memory.id in fused][:judge_stage.TOP]
+    silent = evidence.missing_names(q, [s.memory for s in best], ranked.aliases, ranked.names)
+    x = judge_stage.features(q, best, fused, fits, silent, _focus_cosine(store, embedder, q, best), ranked.retrieved)
+    if answerable is not None:
+        p = answerable.probability(x)
+        why = f"P(answerable) {p:.2f} (certain at {answerable.certain_at:.2f}, vague at {answerable.vague_at:.2f})"
+        return answerable.verdict(p), why, p, x, missing
+    pack_fits = [fits.get(p.id, "other") for p in packed if p.id in fused]
+    verdict, why = evidence.verdict(q, pack_fits, top, missing, cfg.certain_at, cfg.vague_at)
+    return verdict, why, None, x, missing
+
+
+def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_tokens: int | None, cfg: RecallConfig,
+           decay_cfg: DecayConfig, now: datetime, count_many: Callable[[list[str]], list[int]],
+           filters: dict | None = None, tokenizer: str | None = None,
+           answerable: Answerability | None = None) -> Recall:
+    """Return the recall pack for `query`: rank, pack under the budget, judge, then history, citations, touch.
+
+    `rank` orders the candidates; `pack` fills the budget (the one place it is decided); `judge`
+    says how far the pack answers the question. On "unknown" only the memories close to the
+    question stay, each marked as not answering it, and the message says "not in the record"
+    (or, when strong evidence was left out only by the budget, that nothing fits it). History
+    shares the budget with the pack (`make_room`); touch runs once, on the pack.
+    """
+    budget = cfg.budget_tokens if budget_tokens is None else int(budget_tokens)
+    if budget < 0:
+        raise InvalidInput(f"budget_tokens must be >= 0, got {budget}")
+    ranked = rank(store, embedder, query, user=user, cfg=cfg, decay_cfg=decay_cfg, now=now, count_many=count_many,
+                  filters=filters)
+    fused, fit_of, scored, q, unsure = ranked.fused, ranked.fits, ranked.scored, ranked.q, ranked.unsure
+    packed, trace = pack([s for s in scored if s.memory.id not in ranked.heads], budget, cfg,
+                         [s for s in scored if s.memory.id in ranked.heads])
+    trace = ranked.vetoed + trace
+    verdict, why, p_answer, x, missing = judge(store, embedder, ranked, packed, cfg, answerable)
+    w = cfg.lexical_weight
+    pack_fits = [fit_of.get(p.id, "other") for p in packed if p.id in fused]
     top = evidence.top_evidence(q, [(fit_of.get(p.id, "other"), evidence_of(fused[p.id])) for p in packed
                                     if p.id in fused])
-    missing = evidence.missing_names(q, [p.memory for p in packed], aliases, names)
-    pack_fits = [fit_of.get(p.id, "other") for p in packed if p.id in fused]
-    best = [s for s in scored if s.memory.active and s.memory.id in fused][:judge_stage.TOP]
-    x = judge_stage.features(q, best, fused, fit_of, evidence.missing_names(q, [s.memory for s in best], aliases,
-                                                                            names),
-                             _focus_cosine(store, embedder, q, best), len(records))
-    p_answer = answerable.probability(x) if answerable is not None else None
-    if p_answer is not None:
-        verdict = answerable.verdict(p_answer)
-        why = f"P(answerable) {p_answer:.2f} (certain at {answerable.certain_at:.2f}, vague at {answerable.vague_at:.2f})"
-    else:
-        verdict, why = evidence.verdict(q, pack_fits, top, missing, cfg.certain_at, cfg.vague_at)
 
     history: list[Packed] = []
     message = ""
@@ -214,8 +263,9 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
         store.touch(used_ids, now)
     provenance = {
         "retrievers": [name for name, on in (("dense", w < 1), ("bm25", w > 0)) if on],
-        "fusion": cfg.fusion, "time_scope": [scope["since"].isoformat(), scope["until"].isoformat()] if scope else [],
-        "context": {"weight": cfg.context_weight, "links": len(follows)},
+        "fusion": cfg.fusion,
+        "time_scope": [ranked.scope["since"].isoformat(), ranked.scope["until"].isoformat()] if ranked.scope else [],
+        "context": {"weight": cfg.context_weight, "links": ranked.follows},
         # What reordered the candidates, and how many dialog turns it reordered (0: none among the hits).
         "rerank": {"model": cfg.rerank, "turns": sum("rerank" in e for e in fused.values()),
                    **Reranker.load(cfg.rerank).provenance} if cfg.rerank else {},

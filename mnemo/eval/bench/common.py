@@ -37,7 +37,8 @@ from mnemo.memory import Memory
 from mnemo.model import Link, MemoryRecord
 from mnemo.recall import ranking as ranking_stage
 from mnemo.recall import rerank as rerank_stage
-from mnemo.store import DuckDBStore as Store
+from mnemo.store import DuckDBStore
+from mnemo.tokens import count_many
 
 Progress = Callable[[int, int, str], None]
 BUDGETS = (256, 512, 1024, 2048)
@@ -61,7 +62,7 @@ def register(name: str, registry: dict[str, Any] = RUNNERS) -> Callable[[Runner]
     return add
 
 
-class BenchStore(Store):
+class BenchStore(DuckDBStore):
     """A store that does not record accesses, so that benchmark questions stay independent."""
 
     def touch(self, ids: list[str], at: datetime) -> None:
@@ -155,26 +156,24 @@ class Bench:
 
 def ranking(mem: Memory, query: str, *, user: str, qvec: Any = None, cfg: RecallConfig | None = None
             ) -> list[tuple[str, float]]:
-    """Return recall's fused candidate ranking for `query` (memory id, fused relevance), best first, before packing.
+    """Return recall's ranking for `query` (memory id, score), best first: `recall.rank`, what recall packs from.
 
-    The same steps as `mnemo.recall.recall` up to fusion: `hits` (the query vector, dense and
-    lexical search), then `order` (`ranking.fuse` and the candidates recall considers).
-    `qvec`, a precomputed embedding of `query`, is used only when name resolution leaves the query as is.
+    The same function recall calls (retrieval, fusion, the time scope, namesakes, the reranker,
+    `ranking.score` and the veto), so a benchmark measures the order recall really packs in.
+    `qvec`, a precomputed embedding of `query`, is used when name resolution leaves the query as is.
+    Inactive memories are left out, as recall never packs them.
     """
-    cfg = cfg or mem.config.recall
-    dense, lexical = hits(mem, query, user=user, qvec=qvec, k=cfg.candidates, lexical=cfg.lexical_weight > 0)
-    then = hits_then(mem, query, user=user, qvec=qvec, k=cfg.candidates) if cfg.time_scope else None
-    links = neighbours(mem, dense, lexical, then) if cfg.context_weight > 0 or cfg.rerank else []
-    people = {}
-    if cfg.rerank:
-        ids = {m for hit_list in (dense, lexical, *(then or ())) for m, _ in hit_list}
-        people = rerank_stage.people_of(mem.store.get_many(sorted(ids)).values())
-    return order(dense, lexical, cfg, then, links, question=query, people=people)
+    ranked = recall_stage.rank(mem.store, mem.embedder, query, user=user, cfg=cfg or mem.config.recall,
+                               decay_cfg=mem.config.decay, now=mem.clock.now(), count_many=count_many, qvec=qvec)
+    return [(s.memory.id, s.score) for s in ranked.scored if s.memory.active]
 
 
 def hits(mem: Memory, query: str, *, user: str, qvec: Any = None, k: int = 50, lexical: bool = True
          ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """Return the top `k` dense and lexical hits of `query` for `user`, as recall retrieves them.
+
+    With `order`, the out-of-fold grid's fast path (`bench.folds`): one retrieval a question, ranked
+    under every candidate config; recall and every other benchmark rank with `recall.rank`.
 
     The query vector is `recall.query_vector` (the query embedded with the user's own names
     resolved); `qvec` is used only when name resolution leaves the query as is. With `lexical`

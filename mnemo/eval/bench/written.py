@@ -13,8 +13,8 @@ in one of its evidence turns; `extractive`):
   only lose this; the raw turns keep it by construction.
 * **answer@B**: recall's pack at budget B (`Memory.recall`, the recipe's own pipeline) says the
   answer; beside it the same measure for two baselines over the raw turns, packed best first up
-  to the same budget with the same tokenizer: BM25 (`bm25@B`) and dense cosine (`dense@B`),
-  both from a store holding the raw "Name: text" turns (`add_turns`), ranked by `ranking`.
+  to the same budget with the same tokenizer: plain BM25 (`bm25@B`) and plain dense cosine
+  (`dense@B`), the store's own retrievers over the raw "Name: text" turns (`add_turns`).
 
 The **fragment rate** is measured over the memories written from the conversations' user turns
 (every turn in LoCoMo and REALTALK, whose two people are both users; BEAM's user turns): a
@@ -37,7 +37,6 @@ from mnemo.eval.bench.common import (
     Progress,
     add_turns,
     group_means,
-    ranking,
     register,
     session_times,
 )
@@ -87,7 +86,7 @@ def run_written(name: str, recipes: Sequence[str] = ("default",), *, limit: int 
     ds = datasets.load(name)
     convs = ds.conversations[:limit] if limit else ds.conversations
     bench = Bench(recipes, embedder, llm)
-    raw = Bench(("dense", "bm25"), embedder, llm)
+    raw = Bench(("dense",), embedder, llm)
     rows: list[dict[str, Any]] = []
     texts_written: list[str] = []
     for ci, conv in enumerate(convs):
@@ -113,8 +112,10 @@ def run_written(name: str, recipes: Sequence[str] = ("default",), *, limit: int 
                                        "recipe": rname, "category": q.category, "category_name": q.category_name,
                                        "answer": q.answer, "error": None,
                                        "kept": float(any(metrics.mentions(t, [q.answer]) for t in active))}
-                ranked = {base: [m for m, _ in ranking(baselines[base], q.question, user=conv.id) if m in docs]
-                          for base in ("bm25", "dense")}
+                plain = baselines["dense"]
+                qv = plain.embedder.embed([q.question])[0]
+                ranked = {"bm25": [m for m, _ in plain.store.search_lexical(q.question, 200, user=conv.id)],
+                          "dense": [m for m, _ in plain.store.search_dense(qv, 200, user=conv.id)]}
                 for b in budgets:
                     r = mem.recall(q.question, user=conv.id, budget_tokens=b)
                     row[f"answer@{b}"] = float(any(metrics.mentions(p.text, [q.answer]) for p in r.memories))
