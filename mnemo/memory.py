@@ -180,7 +180,7 @@ class Memory:
             turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
                                            at=self._now(at), cfg=self.config, role="api")
             plan = write_stage.reconcile(self.store, user, [cand], vecs, self.config, self.judge, self.embedder,
-                                         model=self.updates)
+                                         model=self.updates, declared=attribute is not None)
             report = write_stage.apply(self.store, plan, [cand], vecs, turn=turn, cfg=self.config)
         if report.added:
             return report.added[0]

@@ -53,14 +53,14 @@ from typing import Any
 
 import numpy as np
 
-from . import match
+from . import lexicon, match
 from .config import WriteConfig
 from .errors import InvalidInput
 from .forgetting import forget_actions, names
 from .judge import NEVER_RETIRED, TYPED, Judge, offline_judge, value_kind
 from .model import Action, Candidate, MemoryRecord
 from .normalise import content_tokens, marks, overlap, same_value
-from .updates import CLASSES, UpdateModel, pair_features
+from .updates import CLASSES, UpdateModel, pair_features, table_slots
 
 MAX_JUDGED = 3  # same-entity memories in the arbitration band shown to the judge, nearest first
 CAUSE_OVERLAP = 0.6  # share of the cause's words a failure must contain to be its cause
@@ -86,6 +86,7 @@ class _Row:
     names: dict[str, str] | None = None  # {named entity key: the entity it names}, from stored name claims
     groups: dict[str | None, list[int]] | None = None  # {subject: positions of the memories about it}, ascending
     model: UpdateModel | None = None  # the fitted update decision (`mnemo.updates`); None: the hand rules
+    declared: bool = False  # a structured write: its caller named the attribute (Memory.add)
     # entity(j) by memory subject: the rules ask it of every memory, several times a candidate.
     _entities: dict[str | None, str | None] = field(default_factory=dict, repr=False)
 
@@ -291,21 +292,33 @@ def features_of(r: _Row, js: list[int]) -> list[list[float]]:
             for j in js]
 
 
-def replaces(c: Candidate, m: MemoryRecord, slot: str | None) -> bool:
+def replaces(c: Candidate, m: MemoryRecord, slot: str | None, declared: bool = False) -> bool:
     """Return True when structure lets the claim replace `m`'s value: what the model may then decide.
 
     A denial ends the value it names. Otherwise the value must be of the same type as the old
     one, or fill the same slot (a place never replaces a name), and the slot's cardinality is the
     slot table's to say: a value of a slot one holds several of ("I also speak Japanese") adds to
-    the others unless a change cue says it replaces one.
+    the others unless a change cue says it replaces one. A `declared` claim (a structured write
+    whose caller named its attribute, `Memory.add`) replaces only memories of that attribute.
     """
     if match.negated(c) != match.negated(m):
         # A denial ends only the value it names ("I don't eat meat" leaves "I am vegetarian" standing).
         return bool(c.value) and match.holds(c.value, m.value, m.text)
     kind_c, kind_m = value_kind(c), value_kind(m)
-    if not slot and kind_c and kind_m and kind_c != kind_m:
+    if not slot and (declared or kind_c and kind_m and kind_c != kind_m):
+        return False
+    if not slot and c.attribute and m.attribute and c.attribute != m.attribute and _known_apart(c.attribute,
+                                                                                             m.attribute):
+        # Two slots the slot table knows and keeps apart (a city is not a medication): another fact.
         return False
     return (c.single_valued and m.single_valued) or bool(c.meta.get("change_cue"))
+
+
+def _known_apart(a: str, b: str) -> bool:
+    """Return True when both slots are ones the slot table knows and neither is of the other's family."""
+    known = table_slots()
+    families = lexicon.slot_families()
+    return a in known and b in known and b not in families.get(a, ()) and a not in families.get(b, ())
 
 
 def _restates(r: _Row, j: int) -> bool:
@@ -341,7 +354,8 @@ def _fitted(r: _Row, model: UpdateModel, judge: Judge, base: dict[str, Any]) -> 
                 "update_at": model.update_at, "same_at": model.same_at}
     can_retire = c.category not in NEVER_RETIRED
     updates = [(p["update"], j) for j, p in scored if can_retire and p["update"] >= model.update_at
-               and a[j].category not in NEVER_RETIRED and replaces(c, a[j], r.slot(j) if c.attribute else None)]
+               and a[j].category not in NEVER_RETIRED
+               and replaces(c, a[j], r.slot(j) if c.attribute else None, r.declared)]
     if updates:
         p, j = max(updates)
         return _act(r, "supersede", j, f"fitted: updates it (p={p:.2f}): {a[j].value} -> {c.value}", base,
@@ -507,7 +521,7 @@ def row(i: int, c: Candidate, active: list[MemoryRecord], sims: np.ndarray, slot
 
 def plan_writes(candidates: list[Candidate], active: list[MemoryRecord], sims: np.ndarray, cfg: WriteConfig,
                 judge: Judge = offline_judge, slot_sims: np.ndarray | None = None,
-                model: UpdateModel | None = None) -> list[Action]:
+                model: UpdateModel | None = None, declared: bool = False) -> list[Action]:
     """Return the write plan: the actions of every candidate, decided by the rules above.
 
     `sims[i, j]` is the cosine of candidate i's text and active memory j's; `slot_sims[i, j]`
@@ -530,7 +544,7 @@ def plan_writes(candidates: list[Candidate], active: list[MemoryRecord], sims: n
     plan: list[Action] = []
     for i, c in enumerate(candidates):
         base = {"candidate_index": i, "thresholds": thresholds}
-        r = _Row(i, c, matrix[i], slots[i], cfg, active, taken, names, groups, model=model)
+        r = _Row(i, c, matrix[i], slots[i], cfg, active, taken, names, groups, model=model, declared=declared)
         if c.command == "forget":
             plan.extend(forget_actions(r, base))
         elif i in overridden:

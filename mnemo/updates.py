@@ -85,12 +85,12 @@ def pair_features(c: Candidate, m: MemoryRecord, *, sim: float, slot_sim: float,
         float(c.single_valued and m.single_valued), float(m.category in NEVER_RETIRED or c.category in NEVER_RETIRED),
         float(c.category == m.category), float(sim), _jaccard(tc, tm),
         float(marks(c.text) != marks(m.text)), float(numeric),
-        float(bool(c.attribute) and c.attribute in _table_slots()), float("episodic" in (c.kind, m.kind)),
+        float(bool(c.attribute) and c.attribute in table_slots()), float("episodic" in (c.kind, m.kind)),
     ]
 
 
 @cache
-def _table_slots() -> frozenset[str]:
+def table_slots() -> frozenset[str]:
     """Return the canonical slots the slot table knows (a known slot carries its cardinality)."""
     from . import lexicon
 

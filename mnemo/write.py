@@ -126,13 +126,14 @@ def _positions(phrases: list[str | None]) -> dict[str, list[int]]:
 def reconcile(store: Store, user: str, candidates: list[Candidate], vecs: np.ndarray, cfg: Config,
               judge: Callable[[Candidate, MemoryRecord], dict], embedder=None,
               active_for: Callable[[str, Iterable[str]], list[MemoryRecord]] | None = None,
-              model: UpdateModel | None = None) -> list[Action]:
+              model: UpdateModel | None = None, declared: bool = False) -> list[Action]:
     """Return the write plan for `candidates` against the user's active memories (`model`: the fitted
-    update decision, `mnemo.updates`; the hand rules without one)."""
+    update decision, `mnemo.updates`; the hand rules without one; `declared`: a structured write)."""
     active = neighbourhood(store, user, candidates, vecs, active_for)
     sims = vecs @ store.vectors([m.id for m in active]).T if active else np.zeros((len(candidates), 0))
     slots = slot_similarity(embedder, candidates, active) if embedder is not None and active else None
-    return plan_writes(candidates, active, sims, cfg.write, judge=judge, slot_sims=slots, model=model)
+    return plan_writes(candidates, active, sims, cfg.write, judge=judge, slot_sims=slots, model=model,
+                       declared=declared)
 
 
 def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], cfg: Config,
