@@ -42,7 +42,7 @@ WANTS = ("date", "place", "name", "money", "number", "duration")
 FEATURES = (
     "dense1", "dense2", "dense_mean3", "dense_margin", "cover1", "cover_max", "fused_margin",
     "answers", "entity", "conflict", "answers_top1", "missing", "missing_share", "pinned", "specific",
-    "has_slot", "typed_present", "focus_cos", "list_question", "request", "log_candidates",
+    "has_slot", "typed_present", "focus_cos", "list_question", "request", "log_candidates", "named_subject",
     *(f"wants_{w}" for w in WANTS),
 )
 _LIST = re.compile(r"\b(?:which|what)\s+\w+s\b|\bwhat (?:are|were)\b|\bin what order\b|\blist\b|\bmention\b|"
@@ -80,9 +80,27 @@ def features(q: Any, top: Sequence[Scored], fused: Mapping[str, dict], fits: Map
         float(bool(kinds) and kinds[0] == "answers"), float(bool(missing)), len(missing) / names,
         float(q.pinned), float(q.specific), float(bool(q.slot)),
         float(bool(pattern and pattern.search(texts))), float(focus_cos), float(bool(_LIST.search(q.text))),
-        float(q.request), math.log1p(candidates),
+        float(q.request), math.log1p(candidates), _named_subject(q, top[:3]),
         *(float(q.wants == w) for w in WANTS),
     ]
+
+
+def _named_subject(q: Any, top: Sequence[Scored]) -> float:
+    """Return the share of the people a question names who are who the top candidates are about or who says them.
+
+    "What did Melanie realise after the race?" is not answered by Caroline saying she realised something:
+    the claim's subject, a turn's speaker, or a transcript line's "Name:" says whose it is.
+    """
+    if not q.names:
+        return 1.0
+    whose = set()
+    for s in top:
+        m = s.memory
+        whose |= {str(m.subject or "").casefold().split("'s ")[0], str(m.meta.get("speaker") or "").casefold(),
+                  m.text.split(":", 1)[0].casefold() if ":" in m.text[:40] else "",
+                  m.text.split("'s ", 1)[0].casefold() if "'s " in m.text[:40] else "",
+                  m.text.split(" ", 1)[0].casefold()}
+    return sum(n.casefold() in whose for n in q.names) / len(q.names)
 
 
 def asked_phrase(q: Any) -> str | None:
