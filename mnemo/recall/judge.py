@@ -11,8 +11,7 @@ the rest, what the claim index says of them (`recall.evidence.fit`: answers / ab
 conflict), whether the question names something no candidate mentions, whether a value of the
 type asked for (a date for "when", a number for "how many") is in them, how close the noun the
 question asks for is to the best candidate (the asked noun's embedding: "instrument" and a
-memory about a banjo), the question's kind (who / when / where / how much / which / a list),
-and how many candidates the store gave. A logistic regression, standardised, fitted with
+memory about a banjo), and the question's kind (who / when / where / how much / which / a list). A logistic regression, standardised, fitted with
 scikit-learn on labelled questions of LoCoMo, REALTALK and BEAM (and near misses made from their
 answerable questions by swapping what is asked for a thing the conversation never states), folds
 by conversation, thresholds chosen on the training folds (`mnemo.eval.bench.answerable`). At run
@@ -42,7 +41,7 @@ WANTS = ("date", "place", "name", "money", "number", "duration")
 FEATURES = (
     "dense1", "dense2", "dense_mean3", "dense_margin", "cover1", "cover_max", "fused_margin",
     "answers", "entity", "conflict", "answers_top1", "missing", "missing_share", "pinned", "specific",
-    "has_slot", "typed_present", "focus_cos", "list_question", "request", "log_candidates", "named_subject",
+    "has_slot", "typed_present", "focus_cos", "list_question", "request", "named_subject",
     *(f"wants_{w}" for w in WANTS),
 )
 _LIST = re.compile(r"\b(?:which|what)\s+\w+s\b|\bwhat (?:are|were)\b|\bin what order\b|\blist\b|\bmention\b|"
@@ -80,7 +79,7 @@ def features(q: Any, top: Sequence[Scored], fused: Mapping[str, dict], fits: Map
         float(bool(kinds) and kinds[0] == "answers"), float(bool(missing)), len(missing) / names,
         float(q.pinned), float(q.specific), float(bool(q.slot)),
         float(bool(pattern and pattern.search(texts))), float(focus_cos), float(bool(_LIST.search(q.text))),
-        float(q.request), math.log1p(candidates), _named_subject(q, top[:3]),
+        float(q.request), _named_subject(q, top[:3]),
         *(float(q.wants == w) for w in WANTS),
     ]
 

@@ -13,9 +13,12 @@ Labelled questions, each asked of a store holding its conversation:
   conversation never mentions ("What instrument is Caroline learning?" -> "What vehicle is
   Caroline learning?"), or the person named is swapped for a name the conversation never says.
 
-Each conversation is stored two ways, so the model meets both kinds of store: its turns as said
+Each conversation is stored in ways that cover the stores recall meets: its turns as said
 (`Memory.add_many`, "Name: text") and, for LoCoMo and REALTALK, through the write path
-(`remember_many`, speakers named). The features are recall's own (`recall.judge.features`,
+(`remember_many`, speakers named), whole (hundreds of turns); and sessions alone (a few dozen
+turns: `SESSIONS` of each conversation, as said and through the write path), asked the questions
+whose evidence is all in that session (answerable), their near misses, and as many questions whose
+evidence is all in other sessions (the session is silent on them: "other_session"). The features are recall's own (`recall.judge.features`,
 read from `Recall.provenance["answerability"]`), so what is fitted is what runs.
 
 Folds are by conversation. For each fold the model is fitted on the others and its thresholds
@@ -48,6 +51,7 @@ CERTAIN_PRECISION = 0.8  # share of answerable questions among those called "cer
 ANSWERABLE_BEAM = {"information_extraction", "event_ordering", "knowledge_update", "temporal_reasoning",
                    "multi_session_reasoning"}
 SOURCES = ("locomo", "realtalk", "beam")
+SESSIONS = 4  # single-session stores built from each LoCoMo / REALTALK conversation
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,30 @@ def near_misses(asked: list[Asked], texts: dict[str, str], seed: int = 0) -> lis
     return out
 
 
+def _sessions(conv: datasets.Conversation, times: list, ds: datasets.Dataset, name: str, seed: int
+              ) -> list[tuple[datasets.Conversation, list, list[Asked]]]:
+    """Return up to `SESSIONS` single-session stores of a conversation, each with its labelled questions."""
+    rng = random.Random(seed)
+    where = {t.dia_id: s.id for s in conv.sessions for t in s.turns}
+    qs = [q for q in ds.questions if q.conversation_id == conv.id and q.evidence and q.answer is not None
+          and all(e in where for e in q.evidence) and len({where[e] for e in q.evidence}) == 1]
+    by_session: dict[str, list] = {}
+    for q in qs:
+        by_session.setdefault(where[q.evidence[0]], []).append(q)
+    picked = sorted(by_session, key=lambda sid: -len(by_session[sid]))[:SESSIONS]
+    out = []
+    for sid in picked:
+        k = next(i for i, s in enumerate(conv.sessions) if s.id == sid)
+        part = datasets.Conversation(conv.id, conv.speakers, [conv.sessions[k]], conv.meta)
+        own = [Asked(conv.id, name, q.question, 1, "answerable") for q in by_session[sid]]
+        others = [q for s2, items in by_session.items() if s2 != sid for q in items]
+        silent = [Asked(conv.id, name, q.question, 0, "other_session")
+                  for q in rng.sample(others, min(len(own), len(others)))]
+        text = " ".join(t.text for t in conv.sessions[k].turns)
+        out.append((part, [times[k]], own + silent + near_misses(own, {conv.id: text}, seed=seed)))
+    return out
+
+
 def _line(turn: datasets.DialogTurn) -> str:
     return turn.text if turn.speaker == "user" else f"{turn.speaker}: {turn.text}"
 
@@ -128,17 +156,19 @@ def featurise(names: Sequence[str], embedder: Any, limit: int | None, progress: 
         asked += near_misses(asked, {conv.id: text}, seed=n)
         times = session_times(conv)
         ways = ["turns", "written"] if name != "beam" else ["turns"]
-        for way in ways:
-            mem = bench.open(max(times) + timedelta(days=1))["default"]
-            users = [t for t in conv.turns if t.role == "user"]
-            if way == "turns":
-                add_turns(mem, conv, times, bench.emb.embed([t.document for t in conv.turns]))
+        plays = [(way, conv, times, asked) for way in ways]
+        if name != "beam":
+            plays += [(f"session {way}", part, part_times, part_asked) for way in ways
+                      for part, part_times, part_asked in _sessions(conv, times, ds, name, n)]
+        for way, store_conv, store_times, store_asked in plays:
+            mem = bench.open(max(store_times) + timedelta(days=1))["default"]
+            if way.endswith("turns"):
+                add_turns(mem, store_conv, store_times, bench.emb.embed([t.document for t in store_conv.turns]))
             else:
                 mem.remember_many([{"text": _line(t), "session": f"{conv.id}/{s.id}", "at": at}
-                                   for s, at in zip(conv.sessions, times, strict=True)
+                                   for s, at in zip(store_conv.sessions, store_times, strict=True)
                                    for t in s.turns if t.role == "user"], user=conv.id)
-            del users
-            for a in asked:
+            for a in store_asked:
                 r = mem.recall(a.question, user=conv.id, budget_tokens=512)
                 rows.append(r.provenance["answerability"]["features"])
                 labels.append(a.answerable)
@@ -206,7 +236,8 @@ def run_answerable(recipes: Sequence[str] = ("default",), *, embedder: Any = "mi
         rows.append({"qid": f"{row['conversation']}/{row['store']}/{i}", **row, "p": float(p_oof[i]),
                      "unknown": float(unknown), "error": None})
     aggregates: dict[str, dict[str, float]] = {}
-    for group in ["all", *names, *(f"{n} | {s}" for n in names for s in ("turns", "written"))]:
+    for group in ["all", *names, *(f"{n} | {s}" for n in names for s in ("turns", "written", "session turns",
+                                                                          "session written"))]:
         pick = np.array([group == "all" or r["dataset"] == group or f"{r['dataset']} | {r['store']}" == group
                          for r in rows])
         if pick.any():
