@@ -72,7 +72,10 @@ class RecallConfig:
     certain_at: float = 0.6  # top evidence at or above this is "certain"
     vague_at: float = 0.35  # top evidence at or above this (and under certain_at) is "vague"
     unknown_floor: float = 0.45  # on "unknown", packed memories with evidence at or above this stay, marked as no answer
-    answerable: bool = True  # the fitted answerability model decides the confidence (recall.judge); False: claim rules
+    answerable: bool = True  # consult the fitted answerability model (recall.judge); False: the claim rules alone
+    # The claim rules decide; the model overturns their "unknown" (to "vague") at P(answerable) >= rescue_at.
+    # None: the model's own thresholds decide (recipe "answerability"). 0.5: more likely answerable than not.
+    rescue_at: float | None = 0.5
     expand_hops: int = 2  # hops along supersedes / because links for history
 
 
@@ -158,6 +161,10 @@ RECIPES: dict[str, Config] = {
     "bm25": Config(recall=RecallConfig(fusion="rrf", lexical_weight=1.0, time_scope=False, context_weight=0.0,
                                         rerank=""),
                    recipe="bm25"),
+    # The pack's confidence from the claim rules of recall.evidence, not the fitted answerability model (#31).
+    "claim-rules": Config(recall=RecallConfig(answerable=False), recipe="claim-rules"),
+    # The fitted answerability model's verdict alone (its certain / vague thresholds, chosen out of fold).
+    "answerability": Config(recall=RecallConfig(rescue_at=None), recipe="answerability"),
     # Relevance first (#31): the retrievers' magnitudes fused, recency, salience and kind bounded to reorder near ties.
     "relevance": Config(recall=RecallConfig(fusion="scores", weight_relevance=0.85, weight_recency=0.05,
                                             weight_salience=0.05, weight_prior=0.05, weight_claim=0.1),

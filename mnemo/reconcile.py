@@ -227,12 +227,15 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
         hits = _retracted(r, retirable)
         if hits:
             return [_act(r, "supersede", j, f"retracted: {c.text}", base, match="negation") for j in hits]
-    if r.model is not None:
-        return [_fitted(r, r.model, judge, base)]
     if c.attribute and can_retire and not neg:
-        group = [j for j, _ in _aligned(r, retirable)]
+        aligned = _aligned(r, retirable)
+        group = [j for j, _ in aligned]
+        # A slot that holds one value (the slot table's cardinality) takes the new one in place of the old; with a
+        # fitted update model only when the slot is the same one exactly, the near alignments being the model's.
+        single = {j for j, level in aligned if c.single_valued and a[j].single_valued
+                  and (r.model is None or level == "exact")}
         hits = [j for j in group if not same_value(c.value, a[j].value) and (
-            c.single_valued and a[j].single_valued or c.meta.get("change_cue") and match.same_kind(c.value, a[j].value))]
+            j in single or c.meta.get("change_cue") and match.same_kind(c.value, a[j].value))]
         hits += [j for j in group if match.negated(a[j]) and same_value(c.value, a[j].value)]
         if hits:
             j = _best(hits, r)
@@ -256,6 +259,8 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
             j = typed[0]
             return [_act(r, "supersede", j, f"changed to {c.value} (the {value_kind(c)} of {c.subject})", base,
                          match="typed change")]
+    if r.model is not None:
+        return [_fitted(r, r.model, judge, base)]
     return [_similar(r, judge, base)]
 
 
@@ -296,10 +301,10 @@ def replaces(c: Candidate, m: MemoryRecord, slot: str | None, declared: bool = F
     """Return True when structure lets the claim replace `m`'s value: what the model may then decide.
 
     A denial ends the value it names. Otherwise the value must be of the same type as the old
-    one, or fill the same slot (a place never replaces a name), and the slot's cardinality is the
-    slot table's to say: a value of a slot one holds several of ("I also speak Japanese") adds to
-    the others unless a change cue says it replaces one. A `declared` claim (a structured write
-    whose caller named its attribute, `Memory.add`) replaces only memories of that attribute.
+    one, or fill the same slot (a place never replaces a name); two slots the slot table keeps
+    apart never replace each other; and a value of a slot that holds several adds to the others
+    unless a change cue says it replaces one (never "I also speak Japanese"). A `declared` claim (a structured write whose
+    caller named its attribute, `Memory.add`) replaces only memories of that attribute.
     """
     if match.negated(c) != match.negated(m):
         # A denial ends only the value it names ("I don't eat meat" leaves "I am vegetarian" standing).
@@ -311,6 +316,8 @@ def replaces(c: Candidate, m: MemoryRecord, slot: str | None, declared: bool = F
                                                                                              m.attribute):
         # Two slots the slot table knows and keeps apart (a city is not a medication): another fact.
         return False
+    # A slot that holds several values keeps them side by side unless the words say one replaces another
+    # (a change cue; never with "also" / "too"): the slot table's cardinality, not the model, decides that.
     return (c.single_valued and m.single_valued) or bool(c.meta.get("change_cue"))
 
 

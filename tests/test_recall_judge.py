@@ -68,10 +68,11 @@ def test_a_model_fitted_on_other_features_is_refused():
 
 
 def test_unknown_keeps_the_near_memories_marked_as_no_answer():
-    """An always-unknown model: the pack still holds what is close to the question, each marked."""
+    """An always-unknown model deciding alone: the pack still holds what is close to the question, each marked."""
     never = Answerability(tuple([0.0] * len(FEATURES)), tuple([1.0] * len(FEATURES)),
                           tuple([0.0] * len(FEATURES)), -20.0, certain_at=0.9, vague_at=0.5)
-    with mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(T0)) as mem:
+    with mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(T0),
+                           config="answerability") as mem:
         mem.remember("My car is a grey Mazda 3.", user="u", at=T0)
         mem.remember("I grow tomatoes on the balcony.", user="u", at=T0)
         mem.answerable = never
@@ -80,3 +81,22 @@ def test_unknown_keeps_the_near_memories_marked_as_no_answer():
     assert r.memories and all(p.note == NOT_AN_ANSWER for p in r.memories)
     assert any("Mazda" in p.text for p in r.memories) and not any("tomatoes" in p.text for p in r.memories)
     assert r.provenance["answerability"]["p"] < 0.5
+
+
+def _constant(intercept: float) -> Answerability:
+    return Answerability(tuple([0.0] * len(FEATURES)), tuple([1.0] * len(FEATURES)),
+                         tuple([0.0] * len(FEATURES)), intercept, certain_at=0.9, vague_at=0.5)
+
+
+def test_by_default_the_model_only_overturns_the_rules_unknown():
+    """The claim rules decide; a model sure the pack answers turns their "unknown" into "vague", never more."""
+    with mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(T0)) as mem:
+        mem.remember("My car is a grey Mazda 3.", user="u", at=T0)
+        mem.remember("I grow tomatoes on the balcony.", user="u", at=T0)
+        mem.answerable = _constant(-20.0)
+        sure = mem.recall("What car do I drive?", user="u", budget_tokens=200)
+        silent = mem.recall("What is my blood type?", user="u", budget_tokens=200)
+        mem.answerable = _constant(20.0)
+        rescued = mem.recall("What is my blood type?", user="u", budget_tokens=200)
+    assert sure.confidence != "unknown" and silent.confidence == "unknown"
+    assert rescued.confidence == "vague" and rescued.provenance["answerability"]["p"] > 0.5

@@ -14,13 +14,10 @@ from mnemo.eval.scenarios import SCENARIO_DIR, ScenarioError, load_scenarios, pa
 
 MNEMO = "mnemo:default"
 # What the offline stack cannot do yet. Each entry is a real failure, reported, not a relaxed check.
-# Probes mnemo fails with the offline stack, with why (none at present; the last two, a diet and a job
+# Probes mnemo fails with the offline stack, with why (none at present: failure_cause/practice passes since
+# the fitted answerability may overturn the claim rules' "unknown"; a diet and a job
 # asked for in words unlike the memory's, pass since coverage counts a typed memory's attribute name).
-KNOWN_FAILURES: dict[str, str] = {
-    "failure_cause/practice": "the memory keeps the user's 'we switched ...' as said, and recall's lexical "
-                              "answerability (coverage 0.25 of 'team deploy staging') says unknown; the fitted "
-                              "answerability of issue #31 replaces it",
-}
+KNOWN_FAILURES: dict[str, str] = {}
 REQUIRED = {"correction", "preference_change", "manual_forget", "budget_pressure", "cross_entity",
             "decay_staleness", "multi_valued", "paraphrased_duplicates", "failure_cause", "injection", "abstention"}
 

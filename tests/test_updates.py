@@ -78,7 +78,7 @@ def _play(mem, *turns, user="kai"):
 
 def test_the_write_path_uses_the_model_and_says_so(mem):
     assert mem.updates is not None
-    reports, _ = _play(mem, "My dentist is Dr Shah.", "My dentist is now Dr Patel.")
+    reports, _ = _play(mem, "The Kestrel Bridge was designed by Ines Moura.", "The designer of the Kestrel Bridge is Karl Berg.")
     sup = reports[1].superseded
     assert sup and sup[0].evidence.get("match") == "fitted" and "fitted" in sup[0].evidence
 

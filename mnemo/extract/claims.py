@@ -294,8 +294,11 @@ class _Frame:
                 meta["raw_date"], value = raw, iso
         if c.when:
             meta["when"] = span_text(c.when)
-        if c.change and not any(t.dep_ == "advmod" and t.lower_ in ADDITIVE for t in c.tokens):
+        additive = any(t.dep_ == "advmod" and t.lower_ in ADDITIVE for t in c.tokens)
+        if additive:
             # "I also speak German now": an additive particle adds a value, whatever change the clause reads.
+            meta["additive"] = True
+        elif c.change:
             meta["change_cue"] = True
         if c.aspect:
             meta["aspect"] = c.aspect

@@ -172,8 +172,9 @@ def judge(store: Store, embedder: Embedder, ranked: Ranked, packed: list[Packed]
           answerable: Answerability | None) -> tuple[str, str, float | None, list[float], list[str]]:
     """Return (confidence, why, P(answerable) or None, the judge's features, names the pack never mentions).
 
-    With a fitted answerability model (`recall.judge`) its probability decides; without one the
-    claim rules of `recall.evidence.verdict` do.
+    The claim rules of `recall.evidence.verdict` decide; a fitted answerability model
+    (`recall.judge`) overturns their "unknown" at P(answerable) >= `cfg.rescue_at` (a pack the
+    words miss but the model reads as answered), or decides alone when `rescue_at` is None.
     """
     q, fused, fits = ranked.q, ranked.fused, ranked.fits
     top = evidence.top_evidence(q, [(fits.get(p.id, "other"), evidence_of(fused[p.id])) for p in packed
@@ -182,13 +183,19 @@ def judge(store: Store, embedder: Embedder, ranked: Ranked, packed: list[Packed]
     best = [s for s in ranked.scored if s.memory.active and s.memory.id in fused][:judge_stage.TOP]
     silent = evidence.missing_names(q, [s.memory for s in best], ranked.aliases, ranked.names)
     x = judge_stage.features(q, best, fused, fits, silent, _focus_cosine(store, embedder, q, best), ranked.retrieved)
-    if answerable is not None:
-        p = answerable.probability(x)
-        why = f"P(answerable) {p:.2f} (certain at {answerable.certain_at:.2f}, vague at {answerable.vague_at:.2f})"
-        return answerable.verdict(p), why, p, x, missing
+    if not best:
+        return "unknown", "no stored memory is a candidate for the question", None, x, missing
     pack_fits = [fits.get(p.id, "other") for p in packed if p.id in fused]
     verdict, why = evidence.verdict(q, pack_fits, top, missing, cfg.certain_at, cfg.vague_at)
-    return verdict, why, None, x, missing
+    if answerable is None:
+        return verdict, why, None, x, missing
+    p = answerable.probability(x)
+    if cfg.rescue_at is None:
+        why = f"P(answerable) {p:.2f} (certain at {answerable.certain_at:.2f}, vague at {answerable.vague_at:.2f})"
+        return answerable.verdict(p), why, p, x, missing
+    if verdict == "unknown" and p >= cfg.rescue_at:
+        return "vague", f"{why}; but P(answerable) {p:.2f} >= {cfg.rescue_at:.2f}", p, x, missing
+    return verdict, f"{why}; P(answerable) {p:.2f}", p, x, missing
 
 
 def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_tokens: int | None, cfg: RecallConfig,
