@@ -16,10 +16,10 @@ from datetime import datetime, timezone
 import pytest
 
 from mnemo import Memory
-from mnemo.recall import evidence
 from mnemo.clock import SimulatedClock
 from mnemo.config import Config
 from mnemo.model import MemoryRecord
+from mnemo.recall import evidence
 
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 
