@@ -208,7 +208,7 @@ def repair_cmd(store: str = STORE) -> None:
 def demo(store: str = typer.Option(None, "--store", "-s", help="Keep the demo store here (default: a temp dir)."),
          embedder: str = EMBEDDER) -> None:
     """Run an end-to-end demo: remember, correct, recall with its trace, forget, history."""
-    from .demo import run_demo
+    from .lab.demo import run_demo
 
     path = store or str(Path(tempfile.mkdtemp(prefix="mnemo-demo-")) / "demo.duckdb")
     run_demo(path, embedder=embedder, console=console)
@@ -421,8 +421,8 @@ def sweep_cmd(grid: Path = typer.Argument(..., help="A grid YAML file (see exper
               collect: bool = typer.Option(True, "--collect/--no-collect", help="Collect the results after the sweep.")
               ) -> None:
     """Run every point of a grid headless through papermill (parallel, resumable); failures are recorded, not fatal."""
-    from .sweeps import collect as collect_runs
-    from .sweeps import sweep
+    from .lab.sweeps import collect as collect_runs
+    from .lab.sweeps import sweep
 
     report = sweep(grid, runs, workers=workers, scheduler=scheduler, objects=objects)
     console.print(_sweep_line(report))
@@ -443,7 +443,7 @@ def collect_cmd(runs: Path = typer.Argument(Path("experiments/runs"), help="Fold
                                          help="Output table: a .parquet file, or a .duckdb file (table 'results')."),
                 grid: str = typer.Option(None, "--grid", help="Only this grid's runs (default: every grid).")) -> None:
     """Read every finished point's results.json into one table (one read-only DuckDB query)."""
-    from .sweeps import collect, failures
+    from .lab.sweeps import collect, failures
 
     path, rows = collect(runs, out, grid=grid)
     console.print(f"collected {rows} rows into {path}")
@@ -461,7 +461,7 @@ def run_cmd(experiments: Path = typer.Option(Path("experiments"), "--experiments
                                             "report)."),
             workers: int = WORKERS, scheduler: str = SCHEDULER) -> None:
     """The main job: run the default sweeps and the benchmark report headless; its last line is the report page."""
-    from .sweeps import MAIN_GRIDS, run_main
+    from .lab.sweeps import MAIN_GRIDS, run_main
 
     summary = run_main(experiments, grids or MAIN_GRIDS, workers=workers, scheduler=scheduler)
     table = Table(title=f"mnemo run: {summary['runtime_s'] / 60:.1f} min")
@@ -490,7 +490,7 @@ def lab_cmd(notebooks: Path = typer.Option(Path("notebooks"), "--notebooks", hel
             token: str = typer.Option(None, "--token", help="Access token (default: a new one, shown in the URL)."),
             browser: bool = typer.Option(True, "--browser/--no-browser", help="Open a browser tab.")) -> None:
     """Open JupyterLab on the notebooks, whose kernel (python3) is this environment's interpreter."""
-    from .lab import lab_command
+    from .lab.jupyter import lab_command
 
     cmd = lab_command(notebooks, port=port, token=token, open_browser=browser)
     console.print(f"JupyterLab on {notebooks}; the notebooks' python3 kernel runs {sys.executable}", soft_wrap=True,

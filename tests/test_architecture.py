@@ -1,7 +1,9 @@
 """The shape of the house (docs: DESIGN.md, "Layout"), held by reading every module's imports with `ast`.
 
 - Only the store package (mnemo/store/) imports duckdb, psycopg or pgvector.
-- The core (everything but mnemo/eval/, mnemo/server/ and mnemo/cli.py) never imports eval or server.
+- The core (everything but mnemo/eval/, mnemo/lab/, mnemo/server/ and mnemo/cli.py) never imports eval,
+  the lab or server; the lab (mnemo/lab/: sweeps, calibrate, fitting, report, record, jupyter, demo)
+  is a room of its own that the core does not lean on.
 - No two mnemo modules import each other in a loop.
 - No module passes MAX_LINES.
 - No mnemo module imports another module's private (underscore) names.
@@ -34,7 +36,7 @@ STAGES = ("mnemo/assess.py", "mnemo/audit.py", "mnemo/answer.py", "mnemo/portabl
 ENGINE_EXCEPTIONS = {
     "mnemo/assess.py": "SQLTool queries the caller's system of record (a DuckDB table, or one SQLTool.from_rows "
                        "builds in memory), never mnemo's store",
-    "mnemo/sweeps.py": "collects finished sweep points' JSON into one Parquet / DuckDB table: DuckDB as a query "
+    "mnemo/lab/sweeps.py": "collects finished sweep points' JSON into one Parquet / DuckDB table: DuckDB as a query "
                        "engine over result files, not the memory store",
 }
 
@@ -151,7 +153,7 @@ def _cycles() -> list[frozenset[str]]:
 
 
 def _core(rel: str) -> bool:
-    return not (rel.startswith(("mnemo/eval/", "mnemo/server/")) or rel == "mnemo/cli.py")
+    return not (rel.startswith(("mnemo/eval/", "mnemo/lab/", "mnemo/server/")) or rel == "mnemo/cli.py")
 
 
 def test_only_the_store_package_imports_a_database_engine():
@@ -161,10 +163,17 @@ def test_only_the_store_package_imports_a_database_engine():
     assert sorted(set(ENGINE_EXCEPTIONS) - found) == [], "these no longer import an engine: drop their exception"
 
 
-def test_the_core_never_imports_eval_or_server():
+def test_the_core_never_imports_eval_the_lab_or_server():
     found = {rel for rel in _modules() if _core(rel)
-             and any(target.startswith(("mnemo/eval/", "mnemo/server/")) for target in edges(rel))}
-    assert sorted(found) == [], "the core must not depend on the research wing or the servers"
+             and any(target.startswith(("mnemo/eval/", "mnemo/lab/", "mnemo/server/")) for target in edges(rel))}
+    assert sorted(found) == [], "the core must not depend on the research wing, the lab or the servers"
+
+
+def test_the_lab_is_its_own_package():
+    lab = {rel for rel in _modules() if rel.startswith("mnemo/lab/")}
+    names = {rel.rsplit("/", 1)[1] for rel in lab}
+    assert {"sweeps.py", "calibrate.py", "fitting.py", "report.py", "record.py", "jupyter.py", "demo.py"} <= names
+    assert not any(rel in _modules() for rel in ("mnemo/sweeps.py", "mnemo/calibrate.py", "mnemo/lab.py"))
 
 
 def test_no_two_modules_import_each_other_in_a_loop():

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from mnemo import calibrate, fitting
 from mnemo.config import RECIPE_DIR, recipe
 from mnemo.errors import ConfigError
 from mnemo.eval import calibration
+from mnemo.lab import calibrate, fitting
 
 Y = [0, 0, 0, 0, 1, 0, 1, 1, 1, 1]
 S = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]

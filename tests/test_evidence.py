@@ -7,10 +7,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import mnemo
-from mnemo import calibrate
 from mnemo.config import Config
 from mnemo.errors import ConfigError
 from mnemo.extract.questions import ask
+from mnemo.lab import calibrate
 from mnemo.model import MemoryRecord
 from mnemo.recall import evidence
 

@@ -24,7 +24,7 @@ import pytest
 from conftest import require_chromium
 
 from mnemo.errors import ConfigError
-from mnemo.lab import KERNEL_DISPLAY, KERNEL_NAME, lab_command
+from mnemo.lab.jupyter import KERNEL_DISPLAY, KERNEL_NAME, lab_command
 
 pytestmark = pytest.mark.slow
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from mnemo import calibrate, sweeps
 from mnemo.config import Config
 from mnemo.eval import trust_eval
+from mnemo.lab import calibrate, sweeps
 
 pytestmark = pytest.mark.slow
 
@@ -191,7 +191,7 @@ def test_benchmark_report(runs):
 
 
 def test_the_report_renders_as_one_offline_page(runs, tmp_path):
-    from mnemo.report import render
+    from mnemo.lab.report import render
 
     res = runs["40_benchmark_report"]
     page = render(res["_folder"] / "40_benchmark_report.ipynb", tmp_path / "report.html", commit="abc123")

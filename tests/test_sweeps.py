@@ -17,17 +17,17 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from mnemo import sweeps
 from mnemo.cli import app
 from mnemo.errors import InvalidInput
-from mnemo.record import jsonable, read_results, record, record_many
+from mnemo.lab import sweeps
+from mnemo.lab.record import jsonable, read_results, record, record_many
 
 pytestmark = pytest.mark.slow
 
 PARAMS = '''out_dir = "."  # where results go
 x = 1  # the value doubled
 fail = False  # raise in the second cell'''
-BODY = '''from mnemo.record import record
+BODY = '''from mnemo.lab.record import record
 if fail:
     raise RuntimeError(f"asked to fail at x={x}")
 record("y", x * 2, out_dir)
@@ -200,7 +200,7 @@ def test_run_main_runs_readers_after_the_others(tmp_path, notebook):
     params = nbformat.v4.new_code_cell('out_dir = "."  # where results go\nruns_dir = ""  # the runs to read')
     params.metadata["tags"] = ["parameters"]
     reader.cells = [params, nbformat.v4.new_code_cell(
-        "from mnemo.record import record\nfrom mnemo.sweeps import collect_frame\n"
+        "from mnemo.lab.record import record\nfrom mnemo.lab.sweeps import collect_frame\n"
         "record('seen', int(len(collect_frame(runs_dir, missing_ok=True))), out_dir)")]
     nbformat.write(reader, tmp_path / "reader.ipynb")
     grid_file(tmp_path, tmp_path / "reader.ipynb", {}, name="reader")
@@ -261,7 +261,7 @@ def test_points_run_quietly_over_ipc(tmp_path):
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(
         "import json\nimport pandas as pd\nfrom ipykernel.connect import get_connection_info\n"
-        "from mnemo.record import record\n"
+        "from mnemo.lab.record import record\n"
         "record('transport', json.loads(get_connection_info())['transport'], out_dir)\n"
         "record('x', x, out_dir)\npd.DataFrame({'x': [x]})")]
     nbformat.write(nb, tmp_path / "quiet.ipynb")
@@ -281,7 +281,7 @@ def test_mnemo_run_ends_with_the_report_page(tmp_path, notebook):
     params = nbformat.v4.new_code_cell('out_dir = "."  # where results go\nruns_dir = ""  # the runs to read')
     params.metadata["tags"] = ["parameters"]
     report.cells = [nbformat.v4.new_markdown_cell("# Tiny report\n\nWhat the main grid found."), params,
-                    nbformat.v4.new_code_cell("from mnemo.sweeps import collect_frame\n"
+                    nbformat.v4.new_code_cell("from mnemo.lab.sweeps import collect_frame\n"
                                               "seen = collect_frame(runs_dir, missing_ok=True)\n"
                                               "print(f'points seen: {len(seen)}')")]
     nbformat.write(report, tmp_path / "tiny_report.ipynb")

@@ -1,7 +1,7 @@
 """Calibration examples built from the research wing: scenarios, LoCoMo, the trust set.
 
 The calibration notebook (notebooks/30_calibration.ipynb) builds its labelled examples here and
-fits them with the library (`mnemo.calibrate`, `mnemo.fitting`), which takes values only:
+fits them with the library (`mnemo.lab.calibrate`, `mnemo.lab.fitting`), which takes values only:
 
 * `play_scenarios` / `scenario_examples` (the harness's scenarios played by mnemo) and
   `locomo_examples` (LoCoMo questions recalled from a `BenchStore`): the top recall evidence
@@ -20,7 +20,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from mnemo.calibrate import OPEN_BANDS, decision, stable_split, top_evidence
 from mnemo.clock import SimulatedClock
 from mnemo.config import Config, recipe
 from mnemo.embed import make_embedder
@@ -29,6 +28,7 @@ from mnemo.eval.bench.common import BenchStore, CachedEmbedder, add_turns, sessi
 from mnemo.eval.harness import MnemoSystem, play, score
 from mnemo.eval.scenarios import load_scenarios
 from mnemo.eval.trust_eval import trust_metrics
+from mnemo.lab.calibrate import OPEN_BANDS, decision, stable_split, top_evidence
 from mnemo.llm import connect
 from mnemo.memory import Memory
 

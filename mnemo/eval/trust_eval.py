@@ -30,7 +30,7 @@ from mnemo.assess import SQLTool, values_agree
 from mnemo.audit import record_key
 from mnemo.clock import SimulatedClock
 from mnemo.config import Config
-from mnemo.fitting import wilson
+from mnemo.lab.fitting import wilson
 from mnemo.memory import Memory
 from mnemo.model import MemoryRecord
 from mnemo.store import new_id

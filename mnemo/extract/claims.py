@@ -34,7 +34,7 @@ from .. import lexicon
 from ..model import Candidate
 from ..normalise import normalise_value, parse_date
 from .categories import BASE_IMPORTANCE, KIND_OF, category_of
-from .clauses import Clause, subtree
+from .clauses import Clause, conjuncts, other_conjuncts, subtree
 from .entities import (
     NOT_KIND,
     TEAM,
@@ -235,7 +235,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
     frame = _Frame(c, subj_entity, slot, single, category, phrase, source, now, _about(c, subj_entity, mentions),
                    mentions.me.display)
     out: list[Built] = []
-    parts = _conjuncts(value_tokens) if not single or relation else [value_tokens]
+    parts = conjuncts(value_tokens) if not single or relation else [value_tokens]
     if relation and value_tokens:
         # "I keep bees, two hives at the bottom of the garden": a counted second object is a value too.
         ids = {t.i for p in parts for t in p}
@@ -244,7 +244,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
                   for k in c.verb.children if k.dep_ in ("oprd", "appos", "npadvmod") and k.pos_ == "NOUN"
                   and k.i not in ids and any(x.like_num for x in k.children)]
     for part in parts:
-        shown = tokens if len(parts) == 1 else [t for t in tokens if t.i not in _others(parts, part)]
+        shown = tokens if len(parts) == 1 else [t for t in tokens if t.i not in other_conjuncts(parts, part)]
         built = frame.build(part, shown, replace)
         built.relation = relation
         out.append(built)
@@ -468,42 +468,6 @@ def _about(c: Clause, subject: Entity, mentions: Mentions) -> list[str]:
                     k and any(ch.isdigit() for ch in k) and k != subject.key and k not in keys and t.pos_ == "PROPN"):
                 keys.append(k)
     return keys[:6]
-
-
-def _conjuncts(value: list[Token]) -> list[list[Token]]:
-    """Return the value split at its coordination ("a cat and two hamsters" -> [a cat], [two hamsters]).
-
-    A counted apposition is a value of its own too: "bees, two hives" -> [bees], [two hives].
-    """
-    ids = {t.i for t in value}
-    head = next((t for t in value if t.head.i not in ids or t.head.i == t.i), None)
-    conj = [k for k in head.children if k.i in ids and (k.dep_ == "conj" or k.dep_ == "appos" and any(
-        x.like_num for x in k.children))] if head is not None else []
-    if not conj:
-        return [value]
-    later: list[Token] = []
-    for k in conj:
-        later += [x for x in subtree(k) if x.i in ids]
-        conj += [x for x in subtree(k) if x.dep_ == "conj" and x not in conj and x.i in ids]
-    later_ids = {t.i for t in later}
-    first = [t for t in value if t.i not in later_ids and t.dep_ != "cc" and not (t.is_punct and t.i > head.i)]
-    out = [first]
-    for k in sorted({k.i: k for k in conj}.values(), key=lambda t: t.i):
-        nested = {x.i for j in conj if j.i != k.i and j.i > k.i for x in subtree(j)}
-        out.append([x for x in subtree(k) if x.i in ids and x.i not in nested and x.dep_ != "cc"
-                    and not (x.is_punct and x.i > k.i)])
-    return [p for p in out if p]
-
-
-def _others(parts: list[list[Token]], part: list[Token]) -> set[int]:
-    """Return the indices of the other conjuncts, with the commas and conjunctions that joined them."""
-    drop = {t.i for p in parts if p is not part for t in p}
-    if not drop:
-        return drop
-    doc = part[0].doc
-    lo, hi = min(t.i for p in parts for t in p), max(t.i for p in parts for t in p)
-    drop |= {t.i for t in doc[lo:hi + 1] if t.dep_ == "cc" or t.is_punct}
-    return drop
 
 
 def _second_relations(c: Clause, frame: _Frame, tokens: list[Token], replace: dict[int, str],

@@ -463,3 +463,39 @@ def _temporal(c: Clause, clause: set[int]) -> list[Token]:
                     "spring", "summer", "autumn", "winter", "fall", "morning", "evening", "weekend"):
                 return [t, *subtree(pobj)]
     return []
+
+
+def conjuncts(value: list[Token]) -> list[list[Token]]:
+    """Return the value split at its coordination ("a cat and two hamsters" -> [a cat], [two hamsters]).
+
+    A counted apposition is a value of its own too: "bees, two hives" -> [bees], [two hives].
+    """
+    ids = {t.i for t in value}
+    head = next((t for t in value if t.head.i not in ids or t.head.i == t.i), None)
+    conj = [k for k in head.children if k.i in ids and (k.dep_ == "conj" or k.dep_ == "appos" and any(
+        x.like_num for x in k.children))] if head is not None else []
+    if not conj:
+        return [value]
+    later: list[Token] = []
+    for k in conj:
+        later += [x for x in subtree(k) if x.i in ids]
+        conj += [x for x in subtree(k) if x.dep_ == "conj" and x not in conj and x.i in ids]
+    later_ids = {t.i for t in later}
+    first = [t for t in value if t.i not in later_ids and t.dep_ != "cc" and not (t.is_punct and t.i > head.i)]
+    out = [first]
+    for k in sorted({k.i: k for k in conj}.values(), key=lambda t: t.i):
+        nested = {x.i for j in conj if j.i != k.i and j.i > k.i for x in subtree(j)}
+        out.append([x for x in subtree(k) if x.i in ids and x.i not in nested and x.dep_ != "cc"
+                    and not (x.is_punct and x.i > k.i)])
+    return [p for p in out if p]
+
+
+def other_conjuncts(parts: list[list[Token]], part: list[Token]) -> set[int]:
+    """Return the indices of the other conjuncts, with the commas and conjunctions that joined them."""
+    drop = {t.i for p in parts if p is not part for t in p}
+    if not drop:
+        return drop
+    doc = part[0].doc
+    lo, hi = min(t.i for p in parts for t in p), max(t.i for p in parts for t in p)
+    drop |= {t.i for t in doc[lo:hi + 1] if t.dep_ == "cc" or t.is_punct}
+    return drop

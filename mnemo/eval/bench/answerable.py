@@ -210,7 +210,7 @@ def run_answerable(recipes: Sequence[str] = ("default",), *, embedder: Any = "mi
                    progress: Any = None, **_: Any) -> BenchResult:
     """Fit answerability out of fold, report it per dataset and kind, and save the model fitted on all folds."""
     from mnemo.config import recipe
-    from mnemo.fitting import reliability
+    from mnemo.lab.fitting import reliability
 
     names = [n for n in data if _available(n)]
     x, y, info = featurise(names, embedder, limit, progress)

@@ -1,12 +1,12 @@
 """Calibration: labelled examples in, thresholds out (scikit-learn), and the calibrated recipe.
 
-The calibration notebook (notebooks/30_calibration.ipynb) only calls these, `mnemo.fitting`, and
+The calibration notebook (notebooks/30_calibration.ipynb) only calls these, `mnemo.lab.fitting`, and
 the research wing's example builders (`mnemo.eval.calibration`: scenarios, LoCoMo, the trust set):
 
 * examples: `play_pairs` (data/pairs through the write path: outcomes, and the cosine and judge
   score that duplicate_threshold, arbitration_low and supersede_threshold compare); the
   evidence a recall's bands cut (`top_evidence`, `decision`), read off each example there;
-* fitting, in `mnemo.fitting`: `curves` (ROC, PR), `choose_threshold`, `Calibrator` (isotonic, Platt),
+* fitting, in `mnemo.lab.fitting`: `curves` (ROC, PR), `choose_threshold`, `Calibrator` (isotonic, Platt),
   `reliability`, `wilson`; and here `abstention_folds` (vague_at chosen out of fold, by conversation)
   and `choose_write_params` (the write thresholds on the write-path benchmark's dev split);
 * checking: `pair_metrics`, `evidence_metrics`; and `write_recipe`.
@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from .config import RECIPE_DIR, Config, recipe
-from .errors import ConfigError
+from ..config import RECIPE_DIR, Config, recipe
+from ..errors import ConfigError
 from .fitting import choose_threshold, curves
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 PAIRS = DATA / "pairs" / "pairs.jsonl"
 MERGE = frozenset({"duplicate", "corroborate"})
 # Recall runs with both bands at 0 while examples are made, so that nothing abstains and the
@@ -69,11 +69,11 @@ def play_pairs(pairs: Sequence[dict[str, Any]], config: Config | str | None = No
     """
     from dataclasses import replace
 
-    from .clock import SimulatedClock
-    from .embed import make_embedder
-    from .extract import extract_offline
-    from .memory import Memory
-    from .reconcile import plan_writes
+    from ..clock import SimulatedClock
+    from ..embed import make_embedder
+    from ..extract import extract_offline
+    from ..memory import Memory
+    from ..reconcile import plan_writes
 
     emb = make_embedder(embedder)
     clock = SimulatedClock("2025-01-01")

@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.console import Console
 
-from .clock import SimulatedClock
-from .memory import Memory
+from ..clock import SimulatedClock
+from ..memory import Memory
 
 STORY = [
     ("s1", 0, "Hi! My name is Alice and I live in Berlin."),

@@ -4,7 +4,7 @@
     iso = Calibrator.fit(y, score, "isotonic"); iso(score)           # scores to probabilities
     reliability(y, iso(score))                                        # observed against predicted, Brier, ECE
 
-Pure functions over labels and scores (scikit-learn underneath), used by `mnemo.calibrate` and the
+Pure functions over labels and scores (scikit-learn underneath), used by `mnemo.lab.calibrate` and the
 calibration notebook; nothing here knows what the scores mean.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:

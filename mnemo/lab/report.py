@@ -22,10 +22,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .config import RECIPE_DIR, RECIPES
-from .errors import ConfigError
+from ..config import RECIPE_DIR, RECIPES
+from ..errors import ConfigError
 
-DATA = Path(__file__).resolve().parents[1] / "data"  # the sets the project ships: scenarios, pairs, trust, audit
+DATA = Path(__file__).resolve().parents[2] / "data"  # the sets the project ships: scenarios, pairs, trust, audit
 
 # nbconvert's page loads MathJax and require.js from a CDN; the report has no maths and no widgets,
 # and an offline page must not reach out, so those script tags are not written.
@@ -136,7 +136,7 @@ def sources(runs: Any, systems: dict[str, Any], recipes: list[str], runs_dir: st
     `runs` is `collect_frame`'s table, `systems` the provenance `run_scenarios` returned for
     each system, `recipes` the recipes compared.
     """
-    from .provenance import git_commit
+    from ..provenance import git_commit
 
     rows = [{"part": "code", "source": f"mnemo at commit {git_commit()}", "detail": "every number is computed by the "
              "library; the notebooks only call it"}]

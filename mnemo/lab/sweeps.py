@@ -18,7 +18,7 @@ a `done` marker, or `error.txt` with the traceback when the run failed. A point 
 is run again. `collect` is one read-only DuckDB query over the finished points' results.json.
 `run_main` (`mnemo run`) runs the default grids, then renders the report as experiments/report.html.
 
-This is the only module that imports papermill (lazily, so `mnemo.record` stays light).
+This is the only module that imports papermill (lazily, so `mnemo.lab.record` stays light).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 KERNEL = "python3"  # the kernelspec ipykernel installs into the environment: the venv's own python
 GRID_KEYS = {"notebook", "about", "grid", "fixed", "timeout_s", "cost_s", "data", "without_data"}
@@ -177,7 +177,7 @@ def check_params(notebook: str | Path, names: Sequence[str]) -> dict[str, dict[s
 
 def missing_data(names: Sequence[str]) -> dict[str, str]:
     """Return {dataset: why it cannot be read} for each of `names` absent from the benchmark data folder."""
-    from .provenance import dataset_root
+    from ..provenance import dataset_root
 
     missing = {}
     for name in names:
@@ -305,8 +305,8 @@ def run_point_shipped(objects: str, key: str, notebook_text: str, notebook_name:
     Like `run_point`, one point per process at a time: run Dask workers with one thread
     each (`dask worker ADDRESS --nthreads 1 --nworkers N`).
     """
-    from .archive import push_dir
-    from .objectstore import open_store
+    from ..archive import push_dir
+    from ..objectstore import open_store
 
     with tempfile.TemporaryDirectory(prefix="mnemo-point-") as tmp:
         local = Path(tmp) / Path(folder).name
@@ -458,8 +458,8 @@ def _dask_job(job: tuple, objects: str | None) -> tuple:
 
 def _fetch_point(objects: str, status: dict[str, Any]) -> None:
     """Pull a shipped point into its folder here, every file checked, after clearing what an earlier try left."""
-    from .archive import pull_dir
-    from .objectstore import open_store
+    from ..archive import pull_dir
+    from ..objectstore import open_store
 
     folder = Path(status["folder"])
     folder.mkdir(parents=True, exist_ok=True)
@@ -550,7 +550,7 @@ def run_main(experiments: str | Path = "experiments", grids: Sequence[str] = MAI
     Each grid is a file under `experiments` (or a path); runs go to experiments/runs. Grids whose
     notebook declares `runs_dir` (the report) read the others' results: they get the runs folder
     and run after the others, which share one pool of workers. The executed notebook of the
-    `report` grid's one point becomes experiments/report.html (`mnemo.report.render`).
+    `report` grid's one point becomes experiments/report.html (`mnemo.lab.report.render`).
     """
     root = Path(experiments)
     runs = root / "runs"
@@ -575,7 +575,7 @@ def run_main(experiments: str | Path = "experiments", grids: Sequence[str] = MAI
 
 def _render_report(report: SweepReport | None, out: Path) -> Path | None:
     """Render the report grid's one finished point as `out`; return it, or None when there is none to render."""
-    from .provenance import git_commit
+    from ..provenance import git_commit
     from .report import render
 
     if report is None:

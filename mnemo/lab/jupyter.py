@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 KERNEL_NAME = "python3"  # what the notebooks' metadata names: the environment's own ipykernel
 KERNEL_DISPLAY = "Python 3 (ipykernel)"  # what JupyterLab shows in the launcher and the notebook toolbar

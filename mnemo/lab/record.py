@@ -19,7 +19,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 RESULTS = "results.json"
 
