@@ -1,8 +1,9 @@
 """Turns recorded but never processed: found when a store opens (or by `mnemo repair`), processed once.
 
-A turn is recorded in its own committed transaction before anything is extracted from it,
-so a process killed in `remember_many` (or one whose extraction raised) leaves turns with
-no memories. The write path records each turn's outcome in the transaction that writes its
+The turns of a `remember_many` batch are recorded in their own committed transaction before
+anything is extracted from them (a single turn, in the transaction that writes its memories, or
+alone when reading it raised), so a process killed in `remember_many` (or one whose extraction
+raised) leaves turns with no memories. The write path records each turn's outcome in the transaction that writes its
 memories (`Store.mark_turns`, table `turn_outcomes`), so "recorded, no outcome" means
 exactly "never processed". `repair` processes those turns through the same write path,
 user by user in the order they were stored, each with the context it would have had (the

@@ -141,7 +141,8 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
                   ) -> list[WriteReport]:
     """Remember validated turns in order, with the outcomes of one `remember` each; return one report a turn.
 
-    The raw turns are recorded first, in one committed transaction. Then each block of turns is
+    The raw turns are recorded first, in one committed transaction (one turn: in the transaction of
+    its memories, or alone if reading it raises). Then each block of turns is
     parsed in one pass (`extract.read_ahead`) and its candidates embedded in one call; every turn
     is still reconciled against what the turns before it wrote (a correction in the fifth turn
     supersedes a fact of the third), and all the memories are written in one transaction.
@@ -152,6 +153,15 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
     # asked for now, so that a worker that must still load its parser loads while the turns are recorded.
     # (A model, not the parser, extracts when not offline: then there is nothing to parse.)
     later = llm.offline and cfg.write.parse_worker and len(blocks) > 1 and start_parse_worker() is not None
+    if len(turns) == 1:
+        # One turn: recorded in the transaction that writes its memories (one commit, not two), and
+        # alone if reading it fails, so a turn is never lost.
+        try:
+            return process(store, embedder, llm, turns, contexts, cfg, judge, model, blocks=blocks, record=True)
+        except BaseException:
+            with store.transaction():
+                store.insert_turns(turns)
+            raise
     with store.transaction():
         store.insert_turns(turns)
     return process(store, embedder, llm, turns, contexts, cfg, judge, model, blocks=blocks, worker=later)
@@ -159,12 +169,13 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
 
 def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], contexts: list[list[Turn]],
             cfg: Config, judge: Callable[[Candidate, MemoryRecord], dict], model: UpdateModel | None = None, *,
-            blocks: list[tuple[list[tuple[int, Turn]], list[str]]] | None = None, worker: bool = False
-            ) -> list[WriteReport]:
+            blocks: list[tuple[list[tuple[int, Turn]], list[str]]] | None = None, worker: bool = False,
+            record: bool = False) -> list[WriteReport]:
     """Extract, reconcile and write turns already recorded, each with its context; return one report a turn.
 
     The second half of `remember_many`, and what `mnemo.recover` replays a recorded turn through.
-    The memories, events, links and the turns' outcomes are written in one transaction.
+    The memories, events, links and the turns' outcomes are written in one transaction (`record`:
+    the turns themselves too, for turns not yet recorded).
     """
     blocks = blocks if blocks is not None else _blocks(turns, contexts, cfg, llm.offline)
     later = worker
@@ -173,6 +184,8 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
     held: tuple[list[Event], list[Link]] = ([], [])
     # Memories too: each turn's are held (`store.hold_memories`) and written in as few statements as reads allow.
     with store.transaction(), store.hold_memories():
+        if record:
+            store.insert_turns(turns)
         ahead = None
         for i, (block, to_parse) in enumerate(blocks):
             if ahead is not None:
@@ -185,14 +198,17 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
             vecs = embedder.embed(texts) if texts else np.zeros((0, store.dim), np.float32)
             # The words each turn writes (its candidates) and searches (their named subjects), analysed at once.
             store.analyse_ahead([*texts, *(c.subject for kept, _ in found for c in kept if c.subject)])
-            subjects = SubjectReads(store, [(turn.user, c.subject) for (_, turn), (kept, _) in zip(block, found, strict=True)
-                                            for c in kept])
+            # One turn reads its subjects as it goes; a block reads them once for all its turns.
+            reads = None if len(block) == 1 else SubjectReads(
+                store, [(turn.user, c.subject) for (_, turn), (kept, _) in zip(block, found, strict=True) for c in kept])
             at = 0
             for (_, turn), (candidates, overflow) in zip(block, found, strict=True):
                 mine, at = vecs[at:at + len(candidates)], at + len(candidates)
-                plan = reconcile(store, turn.user, candidates, mine, cfg, judge, embedder, subjects.active_for, model)
+                plan = reconcile(store, turn.user, candidates, mine, cfg, judge, embedder,
+                                 reads.active_for if reads else None, model)
                 report = apply_plan(store, plan, candidates, mine, turn=turn, cfg=cfg, held=held)
-                subjects.written([*report.added, *(s.new for s in report.superseded)])
+                if reads is not None:
+                    reads.written([*report.added, *(s.new for s in report.superseded)])
                 report.ignored.extend((c, f"over max_candidates={cfg.write.max_candidates} for one turn")
                                       for c in overflow)
                 reports.append(report)

@@ -461,6 +461,25 @@ def test_every_write_records_its_turns_outcome_and_an_unfinished_add_is_skipped_
         assert not any("AX-9" in m.text for m in mem.memories())
 
 
+def test_a_single_turn_whose_reading_raises_is_still_recorded_and_processed_at_the_next_open(backend, monkeypatch):
+    """`remember` records its turn in the transaction of its memories; when reading it raises, alone."""
+    import mnemo.write as write
+
+    location = backend.location("raises")
+    with Memory.open(location, embedder="hash:64") as mem:
+        real = write.extract
+        monkeypatch.setattr(write, "extract", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("parser died")))
+        with pytest.raises(RuntimeError, match="parser died"):
+            mem.remember("I live in Berlin.", user="alice")
+        monkeypatch.setattr(write, "extract", real)
+        [turn] = mem.store.turns()
+        assert turn.text == "I live in Berlin." and mem.store.pending_turns() == [turn]
+        assert mem.memories(include_inactive=True) == []
+    with Memory.open(location) as mem:
+        assert ["Berlin" in m.text for m in mem.memories()] == [True]
+        assert [o.outcome for o in mem.store.turn_outcomes(turn.id)] == ["written", "recovered"]
+
+
 def test_a_store_from_before_turn_outcomes_is_migrated_without_replaying_its_turns(backend):
     location = backend.location("old")
     with Memory.open(location, embedder="hash:64") as mem:

@@ -118,3 +118,28 @@ def test_reads_kept_inside_a_transaction_stay_with_it(store):
     assert store.get_many([one])[one].status == "active"
     same(store, [one, two])
     reader.close()
+
+
+def test_what_a_committed_transaction_read_and_did_not_write_is_kept_for_the_next_one(store, monkeypatch):
+    """`remember` is one transaction a turn: its neighbours, read in one, cost no query in the next."""
+    fetched: list[list[str]] = []
+    real = store._fetch_many
+    monkeypatch.setattr(store, "_fetch_many", lambda ids: fetched.append(list(ids)) or real(ids))
+    everything = store._fetch_all
+    monkeypatch.setattr(store, "_fetch_all", lambda: fetched.append(["*"]) or everything())
+    store._drop_all()
+    store._warm = False
+    read, written = ["m-0010", "m-0011", "m-0012"], "m-0011"
+    with store.transaction():
+        store.get_many(read)
+        store.set_status(written, "forgotten", reason="test", at=T0)
+    assert fetched == [read]
+    with store.transaction():
+        same(store, read)  # the row the first wrote is read again, the other two are kept
+    assert fetched == [read, [written]]
+    # A rolled-back transaction keeps nothing it read (the rollback reloads the store: it reads all at its next miss).
+    with pytest.raises(RuntimeError), store.transaction():
+        store.get_many(["m-0020"])
+        raise RuntimeError("roll back")
+    store.get_many(["m-0020"])
+    assert fetched[2:] == [["m-0020"], ["*"]]

@@ -10,8 +10,10 @@ read are kept and served again until something changes them. Coherence rules, al
 - a set-based change (decay pass, purge, restore, rollback, reload) drops everything;
 - nothing is kept while a transaction is open (its reads may be uncommitted), and ids written
   in a transaction are dropped again when it ends, committed or not; the thread that holds the
-  transaction keeps what it reads in a separate set, seen by no other thread and dropped when
-  the transaction ends (`remember_many` reads the same neighbours turn after turn);
+  transaction keeps what it reads in a separate set, seen by no other thread (`remember_many`
+  reads the same neighbours turn after turn); when the transaction commits, what it read and
+  did not write is the committed state and is kept like any read (`remember`, one transaction a
+  turn, then finds its neighbours kept); when it rolls back, the set is dropped;
 - a read keeps what it found only if no write happened while it ran (a generation counter),
   so a reader on another cursor cannot keep a row a writer just changed.
 
@@ -76,6 +78,9 @@ class RecordCache:
         mine = self._open_tx and self._tx_owner == threading.get_ident()
         kept = self._tx_kept if mine else self._kept
         found = {i: kept[i] for i in ids if i in kept}
+        if mine:
+            # Committed records the transaction has not written (its writes dropped theirs) are current in it too.
+            found.update((i, self._kept[i]) for i in ids if i not in found and i in self._kept)
         missing = [i for i in dict.fromkeys(ids) if i not in found]
         if missing:
             generation = self._generation
@@ -171,14 +176,21 @@ class RecordCache:
         self._tx_owner = threading.get_ident()
         self._tx_kept.clear()
 
-    def _tx_ended(self) -> None:
+    def _tx_ended(self, committed: bool = False) -> None:
         self._open_tx -= 1
         self._generation += 1
-        self._tx_kept.clear()
+        read, self._tx_kept = self._tx_kept, {}
         self._names.clear()
         written, self._written = self._written, set()
         for i in written:
             self._kept.pop(i, None)
+        if committed and not self._open_tx:
+            # Read in the transaction and not written by it: what is now committed (a write by another
+            # thread meanwhile would have dropped it from the transaction's set).
+            fresh = {i: r for i, r in read.items() if i not in written}
+            if len(self._kept) + len(fresh) > KEPT:
+                self._kept.clear()
+            self._kept.update(fresh)
 
     @contextmanager
     def _writing(self, ids: list[str]) -> Iterator[None]:
