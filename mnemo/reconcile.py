@@ -60,7 +60,7 @@ from .forgetting import forget_actions, names
 from .judge import NEVER_RETIRED, TYPED, Judge, offline_judge, value_kind
 from .model import Action, Candidate, MemoryRecord
 from .normalise import content_tokens, marks, overlap, same_value
-from .updates import CLASSES, UpdateModel, pair_features, table_slots
+from .updates import CLASSES, UpdateModel, pair_features, side, table_slots
 
 MAX_JUDGED = 3  # same-entity memories in the arbitration band shown to the judge, nearest first
 CAUSE_OVERLAP = 0.6  # share of the cause's words a failure must contain to be its cause
@@ -292,8 +292,10 @@ def pool(r: _Row) -> list[int]:
 
 def features_of(r: _Row, js: list[int]) -> list[list[float]]:
     """Return `updates.pair_features` of the claim against each memory of `js`."""
+    mine = side(r.c)
     return [pair_features(r.c, r.active[j], sim=float(r.sims[j]), slot_sim=float(r.slot_sims[j]),
-                          entity=r.entity(j), slot=r.slot(j) if r.c.attribute and r.active[j].attribute else None)
+                          entity=r.entity(j), slot=r.slot(j) if r.c.attribute and r.active[j].attribute else None,
+                          sides=(mine, side(r.active[j])))
             for j in js]
 
 

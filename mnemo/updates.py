@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -59,32 +59,52 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 0.0
 
 
+class Side(NamedTuple):
+    """What the features read of one side of a pair, computed once per claim or memory (`side`)."""
+
+    ids: frozenset[str]
+    kind: str | None
+    value_tokens: frozenset[str]
+    text_tokens: frozenset[str]
+    negated: bool
+    marks: frozenset[str]
+
+
+def side(item: Candidate | MemoryRecord) -> Side:
+    """Return the side of a pair that `item` (a claim or a memory) is."""
+    return Side(frozenset(item.references) | {item.record_id} - {None}, value_kind(item),
+                frozenset(content_tokens(item.value)), frozenset(content_tokens(item.text)), match.negated(item),
+                marks(item.text))
+
+
 def pair_features(c: Candidate, m: MemoryRecord, *, sim: float, slot_sim: float, entity: str | None,
-                  slot: str | None) -> list[float]:
+                  slot: str | None, sides: tuple[Side, Side] | None = None) -> list[float]:
     """Return the features (`FEATURES`, in order) of a new claim `c` against a stored memory `m`.
 
     `sim` is the cosine of their texts, `slot_sim` of their slot phrases; `entity` and `slot` are
-    how `mnemo.match` aligns their subjects ("same", "alias", None) and slots ("exact", ...).
+    how `mnemo.match` aligns their subjects ("same", "alias", None) and slots ("exact", ...);
+    `sides`: `side(c), side(m)` when the caller has them (a claim is paired with many memories).
     """
-    ids_c, ids_m = set(c.references) | {c.record_id} - {None}, set(m.references) | {m.record_id} - {None}
-    kind_c, kind_m = value_kind(c), value_kind(m)
-    vc, vm = content_tokens(c.value), content_tokens(m.value)
-    tc, tm = content_tokens(c.text), content_tokens(m.text)
+    sc, sm = sides or (side(c), side(m))
+    ids_c, ids_m = sc.ids, sm.ids
+    kind_c, kind_m = sc.kind, sm.kind
+    tc, tm = sc.text_tokens, sm.text_tokens
     only_c, only_m = tc - tm, tm - tc
     numeric = bool(only_c and only_m) and all(any(ch.isdigit() for ch in w) for w in only_c | only_m)
+    same = same_value(c.value, m.value)
     return [
         float(entity == "same"), float(entity == "alias"), float(not c.subject or not m.subject),
         float(bool(ids_c & ids_m)), float(bool(ids_c and ids_m and not ids_c & ids_m)),
         SLOT_LEVELS.get(slot or "", 0.0), float(slot_sim), float(not c.attribute or not m.attribute),
         float(kind_c is not None and kind_c == kind_m), float(kind_c in TYPED),
-        float(bool(c.value and m.value) and not same_value(c.value, m.value)),
-        float(same_value(c.value, m.value)) if c.value and m.value else 0.0, _jaccard(vc, vm),
+        float(bool(c.value and m.value) and not same),
+        float(same) if c.value and m.value else 0.0, _jaccard(sc.value_tokens, sm.value_tokens),
         float(bool(c.meta.get("change_cue"))),
         float(bool(c.old_value) and match.holds(c.old_value, m.value, m.text)),
-        float(match.negated(c)), float(match.negated(m)), float(match.negated(c) != match.negated(m)),
+        float(sc.negated), float(sm.negated), float(sc.negated != sm.negated),
         float(c.single_valued and m.single_valued), float(m.category in NEVER_RETIRED or c.category in NEVER_RETIRED),
         float(c.category == m.category), float(sim), _jaccard(tc, tm),
-        float(marks(c.text) != marks(m.text)), float(numeric),
+        float(sc.marks != sm.marks), float(numeric),
         float(bool(c.attribute) and c.attribute in table_slots()), float("episodic" in (c.kind, m.kind)),
     ]
 
