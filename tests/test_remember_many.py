@@ -105,7 +105,7 @@ def test_remember_many_has_the_outcomes_of_remember_turn_by_turn(scenario):
         assert [outcome(r) for r in many.reports] == [outcome(r) for r in one.reports]
         assert snapshot(many.mem) == snapshot(one.mem)
         for a, b in zip(seen_one, seen_many, strict=True):
-            # Packs hold the same memories; their order may differ where scores tie (ties break on random ids).
+            # Packs hold the same memories; their order may differ where scores and words tie (then random ids decide).
             assert sorted(i.text for i in b.context.items) == sorted(i.text for i in a.context.items)
             assert b.context.confidence == a.context.confidence
     finally:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from ..config import RecallConfig
 from ..model import Link, Packed, Scored, TraceEntry
 from .confidence import evidence_of
-from .ranking import trace_scores
+from .ranking import tie_break, trace_scores
 
 
 def pack(scored: Sequence[Scored], budget_tokens: int, cfg: RecallConfig,
@@ -44,7 +44,7 @@ def pack(scored: Sequence[Scored], budget_tokens: int, cfg: RecallConfig,
         return True
 
     def by_score(items: Iterable[Scored]) -> list[Scored]:
-        return sorted(items, key=lambda s: (-s.score, s.memory.id))
+        return sorted(items, key=tie_break)
 
     for s in by_score(pinned):
         if s.memory.id in trace or repeated(s):
@@ -89,7 +89,7 @@ def pack(scored: Sequence[Scored], budget_tokens: int, cfg: RecallConfig,
             put(s, "budget", False, f"needs {s.tokens} tokens, {left} left")
 
     first = {s.memory.id for s in pinned}
-    packed.sort(key=lambda p: (p.memory.id not in first, -p.score, p.memory.id))
+    packed.sort(key=lambda p: (p.memory.id not in first, -p.score, p.memory.text, p.memory.id))
     return packed, list(trace.values())
 
 
@@ -122,7 +122,7 @@ def make_room(packed: list[Packed], notes: list[Packed], costs: list[int], links
         if carrier is None:
             continue
         victims, free = [], left
-        for p in sorted(by_id.values(), key=lambda p: (p.score, p.id)):
+        for p in sorted(by_id.values(), key=lambda p: (p.score, p.text, p.id)):
             if free >= cost:
                 break
             # A memory with better evidence for the query than the carrier is the answer, not filler.

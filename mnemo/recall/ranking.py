@@ -213,6 +213,12 @@ def recency(memory: MemoryRecord, now: datetime, decay_cfg: DecayConfig) -> floa
     return 0.5 ** (age / decay.kind_half_life(memory.kind, decay_cfg))
 
 
+def tie_break(s: Scored) -> tuple:
+    """Return the order of scored candidates: best first; equal scores by their words, then id (ids are random,
+    so two stores written alike rank alike)."""
+    return -s.score, s.memory.text, s.memory.id
+
+
 def score(candidates: Iterable[MemoryRecord], fused: Mapping[str, dict], now: datetime, cfg: RecallConfig,
           decay_cfg: DecayConfig, tokens: Mapping[str, int] | None = None) -> list[Scored]:
     """Return the candidates scored and sorted best first.
@@ -239,7 +245,7 @@ def score(candidates: Iterable[MemoryRecord], fused: Mapping[str, dict], now: da
             if entry.get(key) is not None:
                 parts[key] = float(entry[key])
         out.append(Scored(memory, final, parts, int((tokens or {}).get(memory.id, 0))))
-    out.sort(key=lambda s: (-s.score, s.memory.id))
+    out.sort(key=tie_break)
     return out
 
 
@@ -297,7 +303,7 @@ def current_first(scored: list[Scored], q=None) -> list[Scored]:
         return scored
     out = [replace(s, score=lift.get(s.memory.id, s.score), scores={**s.scores, "current_first": 1.0})
            if s.memory.id in lift else s for s in scored]
-    out.sort(key=lambda s: (-s.score, s.memory.id))
+    out.sort(key=tie_break)
     return out
 
 
