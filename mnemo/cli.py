@@ -175,6 +175,60 @@ def forget(memory_id: str = typer.Argument(None, help="A memory id (or use --que
 
 
 @app.command()
+def restore(memory_id: str = typer.Argument(..., help="A tombstoned memory's id."),
+            reason: str = typer.Option("restored", help="Recorded on the event."), store: str = STORE,
+            as_json: bool = JSON_OUT) -> None:
+    """Reverse a tombstone: the memory is active again (its successor, if any, stays active)."""
+    with _open(store) as mem:
+        rec = mem.restore(memory_id, reason=reason)
+        _dump(rec) if as_json else console.print(_memories_table("restored", [rec]))
+
+
+@app.command("memories")
+def memories_cmd(user: str = typer.Option(None, "--user", "-u", help="Whose memories (default: every user's)."),
+                 include_inactive: bool = typer.Option(False, "--all", help="Tombstones too."),
+                 store: str = STORE, as_json: bool = JSON_OUT) -> None:
+    """List memories, oldest first: active only unless --all."""
+    with _open(store, read_only=True) as mem:
+        found = mem.memories(user, include_inactive=include_inactive)
+        _dump(found) if as_json else console.print(_memories_table(f"{len(found)} memories", found))
+
+
+@app.command()
+def answer(question: str = typer.Argument(..., help="A question about what the user said."), user: str = USER,
+           budget: int = typer.Option(None, "--budget", "-b", help="Token budget (default from the recipe)."),
+           store: str = STORE, embedder: str = EMBEDDER, llm: str = LLM, as_json: bool = JSON_OUT) -> None:
+    """Answer from the recalled memories, citing them; abstain when the record is silent."""
+    with _open(store, embedder, llm) as mem:
+        a = mem.answer(question, user=user, budget_tokens=budget)
+        if as_json:
+            _dump(a)
+            return
+        console.print(f"{a.text}\n[dim]confidence: {a.confidence}; cited: {', '.join(a.cited) or 'nothing'}; "
+                      f"answered by {a.answered_by}[/dim]")
+
+
+@app.command()
+def audit(user: str = USER, store: str = STORE, llm: str = LLM, as_json: bool = JSON_OUT) -> None:
+    """Report contradictions and dangling references, each with a recommended resolution; change nothing."""
+    with _open(store, llm=llm) as mem:
+        report = mem.audit(user)
+        if as_json:
+            _dump(report)
+            return
+        if report.clean:
+            console.print(f"{user}: clean")
+        for c in report.contradictions:
+            keep = c.recommendation.get("memory_id", "?")
+            console.print(f"contradiction: {c.record} {c.attribute}: {' / '.join(c.values)}; keep {keep} "
+                          f"({c.recommendation.get('rule', '')}) among {', '.join(m.id for m in c.memories)}")
+        for a in report.absences:
+            console.print(f"dangling reference: {a.memory_id} -> {a.reference}: {a.rationale}")
+        for f in report.semantic:
+            console.print(f"{f.verdict}: {f.a_id} / {f.b_id} ({f.subject}, cosine {f.cosine:.2f}): {f.rationale}")
+
+
+@app.command()
 def decay(at: str = typer.Option(None, help="ISO time of the pass (default now)."), store: str = STORE) -> None:
     """Tombstone memories whose salience fell under the threshold, then review expired ones."""
     with _open(store) as mem:

@@ -367,22 +367,24 @@ def _header(raw: bytes, where: str) -> dict[str, Any]:
 
 
 def load(store: Store, path: str | Path, *, on_conflict: str = "error", batch_size: int = 1000,
-         key: str | bytes | None = None) -> ImportReport:
+         key: str | bytes | None = None, name: str | None = None) -> ImportReport:
     """Load a JSON export into the open `store` in one transaction; return what was added and skipped.
 
     With `key`, the file must carry a signature under that key (`hmac_sha256` in its trailer)
-    that matches its bytes; every value is checked either way (`check_record`).
+    that matches its bytes; every value is checked either way (`check_record`). Errors name the
+    file as `name` when given (a server names the request body, not its temporary file).
     """
+    where = name or str(path)
     if on_conflict not in CONFLICTS:
         raise ConfigError(f"on_conflict must be 'error' or 'skip', not {on_conflict!r}")
     secret = signing_key(key)
     report = ImportReport(str(path))
     with open(path, "rb") as f:
         first = f.readline()
-        head = _header(first, str(path))
+        head = _header(first, where)
         if head.get("embedder") != store.embedder or head.get("dim") != store.dim:
             raise EmbedderMismatch(
-                f"{path} was exported with embedder {head.get('embedder')!r} ({head.get('dim')} dims) but the "
+                f"{where} was exported with embedder {head.get('embedder')!r} ({head.get('dim')} dims) but the "
                 f"target store uses {store.embedder!r} ({store.dim} dims); import into a new store "
                 "(Memory.import_ picks the export's embedder) or open one with the export's embedder")
         digest = _Digests(secret)
@@ -393,7 +395,7 @@ def load(store: Store, path: str | Path, *, on_conflict: str = "error", batch_si
         with store.transaction():
             for lineno, raw in enumerate(f, start=2):
                 if trailer is not None:
-                    raise InvalidInput(f"{path}:{lineno}: data after the end line")
+                    raise InvalidInput(f"{where}:{lineno}: data after the end line")
                 try:
                     obj = json.loads(raw)
                     if obj.get("type") == "end":
@@ -401,38 +403,38 @@ def load(store: Store, path: str | Path, *, on_conflict: str = "error", batch_si
                         continue
                     kind, value, vector = decode(obj, store.dim)
                 except InvalidInput as exc:
-                    raise InvalidInput(f"{path}:{lineno}: {exc}") from exc
+                    raise InvalidInput(f"{where}:{lineno}: {exc}") from exc
                 except (ValueError, TypeError, AttributeError) as exc:
-                    raise InvalidInput(f"{path}:{lineno}: not a valid export line ({exc})") from exc
+                    raise InvalidInput(f"{where}:{lineno}: not a valid export line ({exc})") from exc
                 digest.update(raw)
                 pending[kind].append((value, vector))
                 if len(pending[kind]) >= batch_size:
                     _flush(store, kind, pending[kind], on_conflict, report)
             for kind in TYPES:
                 _flush(store, kind, pending[kind], on_conflict, report)
-            _verify(trailer, report, digest, path)
+            _verify(trailer, report, digest, where)
     if any(report.skipped.values()):
         log.info("import of %s skipped existing ids: %s", path, {k: len(v) for k, v in report.skipped.items()})
     return report
 
 
-def _verify(trailer: dict | None, report: ImportReport, digests: _Digests, path: str | Path) -> None:
+def _verify(trailer: dict | None, report: ImportReport, digests: _Digests, where: str) -> None:
     if trailer is None:
-        raise InvalidInput(f"{path} has no end line: the export is truncated; export it again")
+        raise InvalidInput(f"{where} has no end line: the export is truncated; export it again")
     seen = {k: report.added[k] + len(report.skipped[k]) for k in TYPES}
     if trailer.get("counts") != seen or trailer.get("sha256") != digests.sha.hexdigest():
-        raise InvalidInput(f"{path} does not match its end line (counts {trailer.get('counts')} vs {seen}, or "
+        raise InvalidInput(f"{where} does not match its end line (counts {trailer.get('counts')} vs {seen}, or "
                            "checksum): the file was truncated or edited; export it again")
     if digests.mac is None:
         if MAC in trailer:
-            log.info("%s is signed; imported without a key, so only its sha256 was checked", path)
+            log.info("%s is signed; imported without a key, so only its sha256 was checked", where)
         return
     signature = trailer.get(MAC)
     if not isinstance(signature, str):
-        raise InvalidInput(f"{path} is not signed, and this import requires a signature (a key was given); "
+        raise InvalidInput(f"{where} is not signed, and this import requires a signature (a key was given); "
                            "export it again with the key (mnemo export --sign-key, or MNEMO_EXPORT_KEY)")
     if not hmac.compare_digest(signature, digests.mac.hexdigest()):
-        raise InvalidInput(f"{path} does not match its signature under the given key: it was changed after it "
+        raise InvalidInput(f"{where} does not match its signature under the given key: it was changed after it "
                            "was exported, or signed with another key; nothing was imported")
 
 

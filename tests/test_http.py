@@ -122,6 +122,12 @@ def test_tenants_cannot_read_or_write_each_other_on_any_route(app, a, b):
         ("GET", "/v1/memories/{memory_id}"): lambda: blind(b.get(f"/v1/memories/{fid}")),
         ("GET", "/v1/memories/{memory_id}/history"): lambda: blind(b.get(f"/v1/memories/{fid}/history")),
         ("POST", "/v1/audit"): lambda: blind(b.post("/v1/audit", json={"user": "ops"})),
+        ("POST", "/v1/memories/{memory_id}/restore"): lambda: blind(b.post(f"/v1/memories/{fid}/restore", json={})),
+        ("POST", "/v1/decay"): lambda: blind(b.post("/v1/decay", json={"at": "2031-01-01T00:00:00+00:00"})),
+        # B imports its own export again: it lands in B's store only, and A's is unchanged (checked below).
+        ("POST", "/v1/import"): lambda: blind(b.post("/v1/import", params={"on_conflict": "skip"},
+                                                     content=b.get("/v1/export").content,
+                                                     headers={"Content-Type": "application/x-ndjson"})),
         ("POST", "/v1/assess"): lambda: blind(b.post("/v1/assess", json={"query": "AX-7 lead time", "user": "ops"})),
         ("GET", "/v1/export"): lambda: [blind(b.get("/v1/export", params=p))
                                         for p in ({}, {"fmt": "markdown"}, {"user": "ops"})],
@@ -142,6 +148,42 @@ def test_tenants_cannot_read_or_write_each_other_on_any_route(app, a, b):
     assert after == mine
     assert b.get(f"/v1/memories/{fid}").status_code == 404
     assert a.get(f"/v1/memories/{fid}").json()["status"] == "active"
+
+
+def test_restore_decay_and_import_round_trip(tmp_path):
+    """The operator's verbs over HTTP: a tombstone reversed, a decay pass years on, an export moved to another tenant."""
+    app = create_app(KEYS, ServerConfig(embedder="hash", store_dir=str(tmp_path), quota_calls=10_000))
+    with running(app) as url, httpx.Client(base_url=url, headers=_auth(KEY_A), timeout=60) as a, \
+            httpx.Client(base_url=url, headers=_auth(KEY_B), timeout=60) as b:
+        kept = a.post("/v1/memories", json={"text": "My passport number is X1234567.", "user": "alice",
+                                            "pinned": True}).json()
+        chat = a.post("/v1/remember", json={"text": "I had a tuna sandwich for lunch today.", "user": "alice",
+                                            "at": "2025-01-01T12:00:00+00:00"}).json()["added"]
+        gone = a.post("/v1/forget", json={"memory_id": kept["id"]}).json()["forgotten"]
+        assert [m["status"] for m in gone] == ["forgotten"]
+        back = a.post(f"/v1/memories/{kept['id']}/restore", json={"reason": "asked back"})
+        assert back.status_code == 200 and back.json()["status"] == "active", back.text
+        assert a.post("/v1/memories/m-nope/restore", json={}).status_code == 404
+        # Years later the lunch has decayed, the passport (pinned) has not.
+        pass_ = a.post("/v1/decay", json={"at": "2030-01-01T00:00:00+00:00"})
+        assert pass_.status_code == 200, pass_.text
+        decayed = {d["memory_id"] for d in pass_.json()["decayed"]}
+        assert {m["id"] for m in chat} <= decayed and kept["id"] not in decayed
+        # A's export imported by B: B holds the same memories, with their statuses; A is unchanged.
+        export = a.get("/v1/export").content
+        moved = b.post("/v1/import", content=export, headers={"Content-Type": "application/x-ndjson"})
+        assert moved.status_code == 200, moved.text
+        assert moved.json()["added"]["memory"] == len(a.get("/v1/memories", params={"include_inactive": True}
+                                                               ).json()["memories"])
+        again = b.post("/v1/import", content=export, headers={"Content-Type": "application/x-ndjson"})
+        assert again.status_code == 422 and "already" in again.text, again.text
+        skip = b.post("/v1/import", params={"on_conflict": "skip"}, content=export,
+                      headers={"Content-Type": "application/x-ndjson"})
+        assert skip.status_code == 200 and skip.json()["added"]["memory"] == 0, skip.text
+        assert b.get(f"/v1/memories/{kept['id']}").json()["status"] == "active"
+        for bad in (b"", b"not json\n", export[: len(export) // 2]):
+            res = b.post("/v1/import", content=bad, headers={"Content-Type": "application/x-ndjson"})
+            assert 400 <= res.status_code < 500 and "mnemo-import" not in res.text, (bad[:40], res.text)
 
 
 def test_request_size_limit_is_413_with_a_clear_message(a):
@@ -248,6 +290,8 @@ def test_keys_come_from_env_or_file(tmp_path):
 
 # The fuzzed app's schema is read at import (no server needed for that); the test then calls the real server.
 FUZZ_APP = create_app(KEYS, ServerConfig(embedder="hash", quota_calls=100_000))
+# POST /v1/import takes an export's bytes (JSON Lines): fuzzed as raw bytes.
+schemathesis.serializer.alias("application/x-ndjson", "application/octet-stream")
 schema = schemathesis.openapi.from_dict(FUZZ_APP.openapi())
 
 

@@ -7,12 +7,14 @@
 Routes (all under /v1 need `Authorization: Bearer KEY`): POST remember, POST memories
 (add), POST recall, POST answer, POST forget (by id or query, dry_run), GET memories (list, with
 include_inactive and filters), GET memories/{id}, GET memories/{id}/history, POST
+memories/{id}/restore, POST decay (the decay pass, then the review of expired memories),
+POST import (a JSON export as the body, signed under the server's key when it has one), POST
 audit, POST assess (recall + trust verdict; tools are server-side config, and
 without tools the verdict rests on provenance only), GET export (JSON Lines or
 Markdown, streamed). GET /healthz says the process is alive; GET /readyz says the
 stores open, that the quota counter answers (on PostgreSQL: the database) and, with a
 live model, that the model answers. The OpenAPI schema is at /openapi.json. Remember,
-add, answer, assess, audit and forget-by-query may call the model and count against
+add, answer, assess, audit, decay and forget-by-query may call the model and count against
 the tenant's quota; on PostgreSQL the count is kept in the database, so it holds across
 replicas (`tenants.Quota`).
 
@@ -41,6 +43,7 @@ server on the same --store-dir refuses to start instead of taking tenants from t
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -49,7 +52,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
+from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request, Security
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
@@ -66,7 +69,18 @@ from ..decay import salience
 from ..errors import InvalidInput, MnemoError
 from ..model import CATEGORIES, KINDS, Event, Link, MemoryRecord, Recall, WriteReport
 from . import experiments as exp
-from .inputs import AddIn, AnswerIn, AuditIn, ForgetIn, Name, RecallIn, RememberIn, Storable
+from .inputs import (
+    AddIn,
+    AnswerIn,
+    AuditIn,
+    DecayIn,
+    ForgetIn,
+    Name,
+    RecallIn,
+    RememberIn,
+    RestoreIn,
+    Storable,
+)
 from .lockfile import serving
 from .tenants import BodyLimit, QuotaExceeded, ServerConfig, Tenant, Tenants
 
@@ -119,6 +133,21 @@ class EventList(BaseModel):
 class Assessed(BaseModel):
     recall: Recall
     assessment: Assessment
+
+
+class Decayed(BaseModel):
+    memory_id: str
+    salience: float
+
+
+class DecayReport(BaseModel):
+    decayed: list[Decayed] = Field(description="memories tombstoned by the pass, with the salience that decided it")
+    reviewed: list[dict[str, Any]] = Field(description="each memory past its TTL: keep or forget, and why")
+
+
+class Imported(BaseModel):
+    added: dict[str, int] = Field(description="records added, by type (memory, event, link, turn)")
+    skipped: dict[str, list[str]] = Field(description="ids already present, skipped (on_conflict=skip), by type")
 
 
 # ----------------------------------------------------------------- plumbing
@@ -312,6 +341,33 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         with tenant.reading() as mem:
             events = mem.history(memory_id)
             return EventList(memory_id=memory_id, events=events, links=mem.store.links([memory_id]))
+
+    @app.post("/v1/memories/{memory_id}/restore", response_model=MemoryRecord, tags=["write"])
+    def restore(memory_id: Name, body: RestoreIn, tenant: Caller) -> Any:
+        """Reverse a tombstone: the memory is active again (its successor, if any, stays active)."""
+        with tenant.writing() as mem:
+            return mem.restore(memory_id, reason=body.reason)
+
+    @app.post("/v1/decay", response_model=DecayReport, tags=["write"])
+    def decay(body: DecayIn, tenant: Caller, request: Request) -> Any:
+        """Tombstone memories whose salience fell under the threshold, then review those past their TTL (quota)."""
+        _charge(request, tenant)
+        with tenant.writing() as mem:
+            decayed = mem.decay(at=body.at)
+            reviewed = mem.review_expired(at=body.at)
+        return DecayReport(decayed=[Decayed(memory_id=i, salience=s) for i, s in decayed], reviewed=reviewed)
+
+    @app.post("/v1/import", response_model=Imported, tags=["write"])
+    def import_(data: Annotated[bytes, Body(media_type="application/x-ndjson",
+                                            description="a JSON export, as GET /v1/export streams it")],
+                tenant: Caller, on_conflict: Literal["error", "skip"] = "error") -> Any:
+        """Load a JSON export into the tenant's store in one transaction (signed under the server's key when it has one)."""
+        with tempfile.TemporaryDirectory(prefix="mnemo-import-") as tmp:
+            path = Path(tmp) / "import.jsonl"
+            path.write_bytes(data)
+            with tenant.writing() as mem:
+                report = portable.load(mem.store, path, on_conflict=on_conflict, key=cfg.export_key, name="the request body")
+        return Imported(added=report.added, skipped=report.skipped)
 
     @app.post("/v1/audit", response_model=AuditReport, tags=["trust"])
     def audit(body: AuditIn, tenant: Caller, request: Request) -> Any:

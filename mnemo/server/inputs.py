@@ -144,6 +144,21 @@ class HistoryIn(Body):
     memory_id: Name
 
 
+class RestoreIn(Body):
+    reason: Name = Field("restored", description="recorded on the event")
+
+
+class RestoreArgs(Body):
+    """The MCP tool's arguments (over HTTP the id is in the path)."""
+
+    memory_id: Name
+    reason: Name = Field("restored", description="recorded on the event")
+
+
+class DecayIn(Body):
+    at: When | None = Field(None, description="the time of the pass (default: now)")
+
+
 class ListIn(Body):
     user: Name | None = None
     include_inactive: bool = False

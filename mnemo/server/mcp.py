@@ -25,8 +25,8 @@ HTTP it serves the HTTP service's tenants (`tenants`), with the same API keys: t
 SDK's bearer middleware refuses a request without a known key (401) before any tool
 runs, `KeyVerifier` maps the key to its tenant on the server, and every tool acts on
 that tenant's store only, whatever its arguments say. The SDK binds an MCP session to
-the credential that opened it. Tools that may call the model (remember, assess,
-audit, forget by query) are charged to the tenant's quota, as the HTTP routes are.
+the credential that opened it. Tools that may call the model (remember, add, answer,
+assess, audit, forget by query) are charged to the tenant's quota, as the HTTP routes are.
 """
 
 from __future__ import annotations
@@ -82,6 +82,9 @@ SERVER_TOOLS = (
     # Memory.memories has no docstring yet; the note describes the tool until it does.
     ToolSpec("list_memories", "memories", result_key="memories",
              note="List memories (of one user, or all), active only unless include_inactive is set."),
+    ToolSpec("add", "add", hidden=("at",)),
+    ToolSpec("answer", "answer"),
+    ToolSpec("restore", "restore"),
     ToolSpec("audit", "audit"),
     ToolSpec("assess", "recall", hidden=("at",), doc="assess",
              note="It recalls for the query first; the result holds the verdict, trust, claims and the assessed pack."),
@@ -122,7 +125,8 @@ Session = Callable[[ToolSpec, dict[str, Any]], AbstractContextManager[Memory]]
 INPUTS: dict[str, type[BaseModel]] = {
     "remember": inputs.RememberIn, "recall": inputs.RecallIn, "forget": inputs.ForgetIn,
     "history": inputs.HistoryIn, "list_memories": inputs.ListIn, "audit": inputs.AuditIn,
-    "assess": inputs.RecallIn, "export": inputs.ExportIn,
+    "assess": inputs.RecallIn, "export": inputs.ExportIn, "add": inputs.AddIn, "answer": inputs.AnswerIn,
+    "restore": inputs.RestoreArgs,
 }
 
 
@@ -199,12 +203,13 @@ def build_server(mem: Memory, *, name: str = "mnemo", export_key: str | None = N
 
 def metered(spec: ToolSpec, args: dict[str, Any]) -> bool:
     """Return whether a call may reach the model, and so is charged to the tenant's quota."""
-    return spec.name in ("remember", "assess", "audit") or (spec.name == "forget" and args.get("query") is not None)
+    return spec.name in ("remember", "add", "answer", "assess", "audit") or (
+        spec.name == "forget" and args.get("query") is not None)
 
 
 def writes(spec: ToolSpec, args: dict[str, Any]) -> bool:
     """Return whether a call changes the store, and so takes the tenant's exclusive lock."""
-    return spec.name == "remember" or (spec.name == "forget" and not args.get("dry_run"))
+    return spec.name in ("remember", "add", "restore") or (spec.name == "forget" and not args.get("dry_run"))
 
 
 class KeyVerifier:
