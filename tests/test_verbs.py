@@ -37,7 +37,7 @@ VERBS = {
     "decay": ("Memory.decay", "decay", "POST /v1/decay", "- (an operator's pass)"),
     "export": ("Memory.export", "export", "GET /v1/export", "export"),
     "import": ("Memory.import_", "import", "POST /v1/import", "- (an operator's load)"),
-    "stats": ("Memory.stats", "stats", "- (not yet)", "- (not yet)"),
+    "stats": ("Memory.stats", "stats", "- (not yet: it names server paths)", "- (not yet: the same)"),
     "repair": ("Memory.repair", "repair", "- (runs at open)", "- (runs at open)"),
 }
 # What the surfaces offer that is not a verb on memories: research, operations and serving.
