@@ -176,7 +176,7 @@ class RecordCache:
         self._tx_owner = threading.get_ident()
         self._tx_kept.clear()
 
-    def _tx_ended(self, committed: bool = False) -> None:
+    def _tx_ended(self, committed: bool) -> None:
         self._open_tx -= 1
         self._generation += 1
         read, self._tx_kept = self._tx_kept, {}
@@ -184,8 +184,7 @@ class RecordCache:
         written, self._written = self._written, set()
         for i in written:
             self._kept.pop(i, None)
-        import os
-        if committed and not self._open_tx and not os.environ.get("NO_PROMOTE"):
+        if committed and not self._open_tx:
             # Read in the transaction and not written by it: what is now committed (a write by another
             # thread meanwhile would have dropped it from the transaction's set).
             fresh = {i: r for i, r in read.items() if i not in written}
