@@ -6,6 +6,8 @@ its structured memory with the same collaborators (the embedder, the judge, the 
 
 from __future__ import annotations
 
+import itertools
+
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -396,6 +398,7 @@ def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], ve
             linked.add((new.id, action.op))
             links.extend(_because_links(action, new, created, at))
             links.extend(_depends_links(store, new, created, at))
+    links.extend(said_in_order([created[k] for k in sorted(created)], at))
     if held is not None:
         held[0].extend(events)
         held[1].extend(links)
@@ -403,6 +406,16 @@ def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], ve
         store.insert_events(events)
         store.insert_links(links)
     return report
+
+
+def said_in_order(memories: Sequence[MemoryRecord], at: datetime) -> list[Link]:
+    """Return `follows` links joining the memories one turn wrote in the order said (each to the one before).
+
+    A clause leans on its turn ("It stands for love, faith and strength." after "This necklace is
+    super special to me."): recall lends a memory its neighbours' relevance (`ranking.in_context`),
+    as it does a session's raw turns (`Memory.add_many`).
+    """
+    return [Link(later.id, earlier.id, "follows", at) for earlier, later in itertools.pairwise(memories)]
 
 
 def _with_cause(reason: str, cause: str | None) -> str:

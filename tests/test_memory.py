@@ -327,3 +327,36 @@ def test_add_many_chains_one_sessions_turns_and_recall_reads_a_turn_with_its_nei
         assert rank(0.75).index(answer) < rank(0.75).index(monday)
     finally:
         mem.close()
+
+
+def test_the_clauses_of_one_turn_follow_each_other_and_recall_finds_one_through_the_other():
+    """A clause no retriever finds is a candidate through the clause of its turn that one does."""
+    from dataclasses import replace
+
+    from mnemo.config import RecallConfig
+
+    # One candidate from each retriever: only the clause naming the necklace is a hit; its neighbour joins.
+    cfg = Config(recall=RecallConfig(candidates=1))
+    with mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(T0), config=cfg) as m:
+        report = m.remember("My grandma gave me this necklace when I was ten. "
+                            "The little silver cross stands for love, faith and strength.", user="alice")
+        first, second = report.added
+        assert "necklace" in first.text and "love, faith and strength" in second.text
+        assert [(link.src, link.dst, link.kind) for link in m.store.follows([second.id])] == [
+            (second.id, first.id, "follows")]
+        m.remember("I walk the dog in the park every morning before work.", user="alice")
+        m.remember("My sister lives in Lisbon and works as a nurse.", user="alice")
+        question = "What does my grandma's necklace mean?"
+
+        def considered() -> set[str]:
+            return {t.memory_id for t in m.recall(question, user="alice").trace}
+
+        assert considered() == {first.id, second.id}
+        m.config = replace(m.config, recall=replace(m.config.recall, context_joins=False))
+        assert considered() == {first.id}
+        # A neighbour that may not be recalled does not join: forgotten, or outside the recall's filters.
+        m.config = replace(m.config, recall=replace(m.config.recall, context_joins=True))
+        everything = {"kinds": ["semantic", "episodic", "procedural"]}
+        assert second.id not in {t.memory_id for t in m.recall(question, user="alice", filters=everything).trace}
+        m.forget(second.id)
+        assert considered() == {first.id}

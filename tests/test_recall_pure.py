@@ -637,3 +637,17 @@ def test_in_context_keeps_other_fusions_in_their_range(fusion):
     raised = in_context(fused, [Link("c", "a", "follows")], cfg)
     assert max(e["fused"] for e in raised.values()) == pytest.approx(max(e["fused"] for e in fused.values()))
     assert raised["c"]["fused"] > raised["b"]["fused"]
+
+
+def test_in_context_joins_a_neighbour_no_retriever_found_on_what_its_neighbour_lends():
+    fused = _mixes(necklace=0.9, lone=0.6, weak=0.2)
+    follows = [Link("symbol", "necklace", "follows")]
+    order = lambda out: sorted(out, key=lambda m: -out[m]["fused"])  # noqa: E731
+    joined = in_context(fused, follows, RecallConfig(context_weight=0.5))
+    assert joined["symbol"]["joined"] and joined["symbol"]["dense"] is None and joined["symbol"]["mix"] > 0
+    # It lends nothing back (it has no mix of its own) and ranks by what it was lent: above the weak hit.
+    assert joined["necklace"]["mix"] == fused["necklace"]["mix"]
+    assert order(joined).index("symbol") < order(joined).index("weak")
+    # Without joins it stays out; a neighbour of a hit with no relevance joins nothing.
+    assert "symbol" not in in_context(fused, follows, RecallConfig(context_weight=0.5, context_joins=False))
+    assert "x" not in in_context(fused, [Link("x", "nobody", "follows")], RecallConfig(context_weight=0.5))

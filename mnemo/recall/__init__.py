@@ -73,6 +73,29 @@ def _focus_cosine(store: Store, embedder: Embedder, q, best: list) -> float:
     return float(embedder.embed([phrase])[0] @ store.vectors([best[0].memory.id])[0])
 
 
+def joined_neighbours(store: Store, fused: dict[str, dict], records: dict, user: str, filters: dict | None,
+                      vector: Any) -> dict[str, dict]:
+    """Return `fused` with the neighbours `ranking.in_context` joined to the hits kept when they may be recalled.
+
+    A neighbour no retriever found ("The little cross stands for love, faith and strength." after
+    "My grandma gave me this necklace.") joins when it is the user's, active, and the recall has
+    no filters (the retrievers applied those; a neighbour is read by id). Its record joins
+    `records` and its entry gains its dense cosine with the question (the judge's evidence, as a
+    hit's); a neighbour that may not be recalled leaves `fused`.
+    """
+    joined = [m for m, e in fused.items() if e.get("joined")]
+    if not joined:
+        return fused
+    found = store.get_many(joined) if filters is None else {}
+    ok = [m for m in joined if m in found and found[m].user == user and found[m].active]
+    records.update((m, found[m]) for m in ok)
+    out = {m: e for m, e in fused.items() if not e.get("joined") or m in found}
+    if ok:
+        for m, cosine in zip(ok, store.vectors(ok) @ vector, strict=True):
+            out[m] = {**out[m], "dense": float(cosine)}
+    return {m: e for m, e in out.items() if not e.get("joined") or m in ok}
+
+
 def always_applies(memory) -> bool:
     """Return True for a pinned rule the person meant for every answer: an instruction or a lesson they asked to keep."""
     return memory.pinned and memory.category in ("instruction", "lesson")
@@ -142,6 +165,7 @@ def rank(store: Store, embedder: Embedder, query: str, *, user: str, cfg: Recall
         dense = sorted(dense + [(m.id, s) for m, s in extra], key=lambda h: -h[1])
         records.update((m.id, m) for m, _ in extra)
         fused = relevance(dense, lexical, cfg, then, follows)
+    fused = joined_neighbours(store, fused, records, user, filters, vector)
     if cfg.rerank:
         fused = rerank_stage.apply(fused, cfg.rerank, query, dense, lexical, then, follows,
                                    people_of(records.values()))

@@ -147,8 +147,11 @@ def in_context(fused: Mapping[str, dict], links: Iterable[Link], cfg: RecallConf
     A turn is read in its conversation: "What does Caroline do?" matches the question turn
     ("what do you do?") as well as the answer after it ("I just started at the shelter"),
     and each lends the other relevance. Neighbours are the memories a `follows` link joins
-    (said right after one another in one session); a neighbour that no retriever found
-    lends nothing. What is raised is the retrievers' mix before ranking (`mix`: under
+    (said right after one another in one session: a session's raw turns, or the clauses one
+    turn wrote); a neighbour that no retriever found lends nothing, but with
+    `cfg.context_joins` it joins the candidates on what its neighbours lend it (its entry has
+    no retriever scores and `joined` set): a clause that leans on its turn ("It stands for
+    love, faith and strength.") is found through the clause it leans on. What is raised is the retrievers' mix before ranking (`mix`: under
     "weighted_rank" the rank scale's gaps are too even to weigh a neighbour against).
     The raised values decide the order; "weighted_rank" keeps its rank scale,
     (k + 1) / (k + rank), and the other fusions are scaled back to their best relevance.
@@ -160,8 +163,17 @@ def in_context(fused: Mapping[str, dict], links: Iterable[Link], cfg: RecallConf
     if beta <= 0 or not near:
         return dict(fused)
     mix = {m: e.get("mix", e["fused"]) for m, e in fused.items() if e["fused"] > 0}
-    raised = {m: v + beta * max((mix[n] for n in near.get(m, ()) if n in mix), default=0.0) for m, v in mix.items()}
+    ids = list(mix)
+    if cfg.context_joins:
+        ids += sorted({n for m in mix for n in near.get(m, ()) if n not in fused})
+    raised = {m: mix.get(m, 0.0) + beta * max((mix[n] for n in near.get(m, ()) if n in mix), default=0.0)
+              for m in ids}
     out = {m: dict(e) for m, e in fused.items()}
+    for m in ids:
+        if m not in out:
+            # A neighbour no retriever found joins on what it lends: its relevance is all context.
+            out[m] = {"dense": None, "bm25": None, "dense_rank": None, "bm25_rank": None, "fused": 0.0,
+                      "joined": True}
     if not raised:
         return out
     if cfg.fusion == "weighted_rank":
