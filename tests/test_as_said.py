@@ -143,3 +143,15 @@ def test_it_and_they_stay_as_said_while_he_and_she_name_the_person_just_said():
 def test_we_stays_we_in_the_text():
     (c,) = extract_offline("Our boiler was serviced in January.")
     assert c.text.startswith("Our boiler")
+
+
+@pytest.mark.parametrize("line", [
+    "Melanie: Thanks, Caroline! It was Matt Patterson, he is so talented! His voice and songs were amazing.",
+    "Thanks, Priya! My neighbour fixed the gate, she is very handy.",
+])
+def test_a_name_said_in_direct_address_is_never_what_he_or_she_stands_for(mem, line):
+    """The person spoken to ("Thanks, Caroline!") is "you": a he / she after it is someone else, or stays a pronoun."""
+    mem.remember_many(["Caroline: Who sang at the party? Priya: Happy to help with the gate.", line], user="conv")
+    addressed = line.split("Thanks, ")[1].split("!")[0]
+    texts = [m.text for m in mem.memories("conv")]
+    assert texts and not any(f"{addressed} is" in t or f"{addressed}'s" in t for t in texts), texts

@@ -337,15 +337,18 @@ def _named(sent: Any, st: TurnState, before_pronouns: bool = False) -> None:
     """Register the people and organisations a sentence names, so its own pronouns can find them.
 
     With `before_pronouns`, only names said before the sentence's first third-person pronoun count:
-    in "his name is Barnaby", "his" is not Barnaby.
+    in "his name is Barnaby", "his" is not Barnaby. A name said in direct address ("Thanks, Caroline!",
+    a noun phrase modifying the clause, `npadvmod`) is the person spoken to, "you": never what a
+    he / she stands for.
     """
     first = next((t.i for t in sent if t.pos_ == "PRON" and t.lower_ in entities.THIRD), None)
     for t in sent:
         if before_pronouns and first is not None and t.i > first:
             break
         named = t.i > 0 and getattr(entities.name_of(sent.doc[t.i - 1]), "i", -1) == t.i
+        addressed = t.ent_type_ == "PERSON" and t.dep_ == "npadvmod"
         if t.ent_type_ in ("PERSON", "ORG") and t.ent_iob_ == "B" and t.dep_ not in ("appos", "compound", "oprd") \
-                and not named:
+                and not named and not addressed:
             st.mentions.add(entities.entity_of(t, st.mentions))
 
 
