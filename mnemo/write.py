@@ -7,7 +7,6 @@ its structured memory with the same collaborators (the embedder, the judge, the 
 from __future__ import annotations
 
 import itertools
-
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
