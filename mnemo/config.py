@@ -59,7 +59,7 @@ class RecallConfig:
     rrf_k: int = 60  # reciprocal rank fusion constant
     time_scope: bool = True  # a question naming a time ranks what was said then first (ranking.fuse_scoped); out of fold
     context_weight: float = 0.5  # share of its best neighbour's relevance a turn gains (ranking.in_context); README
-    context_joins: bool = True  # a hit's neighbour no retriever found joins the candidates (ranking.in_context)
+    context_joins: int = 10  # the neighbours of this many best hits join the candidates (ranking.in_context); 0 = none
     rerank: str = "locomo"  # a fitted reranker (recall.rerank: a name in mnemo/recipes/rerankers/ or a JSON file); "" = none
     weight_relevance: float = 0.7  # share of the final score from fused relevance
     weight_recency: float = 0.1  # share from recency

@@ -352,10 +352,10 @@ def test_the_clauses_of_one_turn_follow_each_other_and_recall_finds_one_through_
             return {t.memory_id for t in m.recall(question, user="alice").trace}
 
         assert considered() == {first.id, second.id}
-        m.config = replace(m.config, recall=replace(m.config.recall, context_joins=False))
+        m.config = replace(m.config, recall=replace(m.config.recall, context_joins=0))
         assert considered() == {first.id}
         # A neighbour that may not be recalled does not join: forgotten, or outside the recall's filters.
-        m.config = replace(m.config, recall=replace(m.config.recall, context_joins=True))
+        m.config = replace(m.config, recall=replace(m.config.recall, context_joins=10))
         everything = {"kinds": ["semantic", "episodic", "procedural"]}
         assert second.id not in {t.memory_id for t in m.recall(question, user="alice", filters=everything).trace}
         m.forget(second.id)

@@ -649,5 +649,5 @@ def test_in_context_joins_a_neighbour_no_retriever_found_on_what_its_neighbour_l
     assert joined["necklace"]["mix"] == fused["necklace"]["mix"]
     assert order(joined).index("symbol") < order(joined).index("weak")
     # Without joins it stays out; a neighbour of a hit with no relevance joins nothing.
-    assert "symbol" not in in_context(fused, follows, RecallConfig(context_weight=0.5, context_joins=False))
+    assert "symbol" not in in_context(fused, follows, RecallConfig(context_weight=0.5, context_joins=0))
     assert "x" not in in_context(fused, [Link("x", "nobody", "follows")], RecallConfig(context_weight=0.5))

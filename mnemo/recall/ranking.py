@@ -148,9 +148,9 @@ def in_context(fused: Mapping[str, dict], links: Iterable[Link], cfg: RecallConf
     ("what do you do?") as well as the answer after it ("I just started at the shelter"),
     and each lends the other relevance. Neighbours are the memories a `follows` link joins
     (said right after one another in one session: a session's raw turns, or the clauses one
-    turn wrote); a neighbour that no retriever found lends nothing, but with
-    `cfg.context_joins` it joins the candidates on what its neighbours lend it (its entry has
-    no retriever scores and `joined` set): a clause that leans on its turn ("It stands for
+    turn wrote); a neighbour that no retriever found lends nothing, but a neighbour of one of the
+    `cfg.context_joins` best hits joins the candidates on what its neighbours lend it (its entry
+    has no retriever scores and `joined` set; the bound keeps recall's cost near the hits'): a clause that leans on its turn ("It stands for
     love, faith and strength.") is found through the clause it leans on. What is raised is the retrievers' mix before ranking (`mix`: under
     "weighted_rank" the rank scale's gaps are too even to weigh a neighbour against).
     The raised values decide the order; "weighted_rank" keeps its rank scale,
@@ -164,8 +164,9 @@ def in_context(fused: Mapping[str, dict], links: Iterable[Link], cfg: RecallConf
         return dict(fused)
     mix = {m: e.get("mix", e["fused"]) for m, e in fused.items() if e["fused"] > 0}
     ids = list(mix)
-    if cfg.context_joins:
-        ids += sorted({n for m in mix for n in near.get(m, ()) if n not in fused})
+    if cfg.context_joins > 0:
+        best = sorted(mix, key=lambda m: (-mix[m], m))[:cfg.context_joins]
+        ids += sorted({n for m in best for n in near.get(m, ()) if n not in fused})
     raised = {m: mix.get(m, 0.0) + beta * max((mix[n] for n in near.get(m, ()) if n in mix), default=0.0)
               for m in ids}
     out = {m: dict(e) for m, e in fused.items()}

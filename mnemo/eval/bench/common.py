@@ -244,7 +244,7 @@ def order(dense: list[tuple[str, float]], lexical: list[tuple[str, float]], cfg:
         fused = rerank_stage.apply(fused, cfg.rerank, question, dense, lexical, then, links, people)
     if then is not None:
         dense, lexical = dense + then[0], lexical + then[1]
-    # The hits, and the neighbours `ranking.in_context` joined to them (`cfg.context_joins`), as recall ranks them.
+    # The hits, and the neighbours `ranking.in_context` joined to the best of them (`cfg.context_joins`), as recall ranks.
     wanted = list(dict.fromkeys([m for m, _ in dense] + [m for m, _ in lexical]
                                 + [m for m, e in fused.items() if e.get("joined")]))
     ranked = sorted(range(len(wanted)), key=lambda i: (-fused[wanted[i]]["fused"], i))
