@@ -155,3 +155,24 @@ def test_a_name_said_in_direct_address_is_never_what_he_or_she_stands_for(mem, l
     addressed = line.split("Thanks, ")[1].split("!")[0]
     texts = [m.text for m in mem.memories("conv")]
     assert texts and not any(f"{addressed} is" in t or f"{addressed}'s" in t for t in texts), texts
+
+
+def test_what_a_person_of_a_transcript_says_to_another_is_kept_and_what_the_user_says_to_you_is_not(mem):
+    """In a transcript "you" is another person: the sentence is evidence. The user's own "you" is the assistant."""
+    mem.remember_many(["Jon: I opened a dance studio last month.",
+                       "Gina: Instagram and TikTok can help you reach a younger crowd."], user="conv")
+    assert "Instagram and TikTok can help you reach a younger crowd." in [m.text for m in mem.memories("conv")]
+    mem.remember("You were a great help with the move, you know.", user="mira")
+    assert mem.memories("mira") == []
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("Melanie: I painted it last week.\n[shares a photo of a painting of a sunset over a lake]",
+     "Melanie shares a photo of a painting of a sunset over a lake."),
+    ("Jon: Look at this! [shares a photo of a trophy with a glass globe on top]",
+     "Jon shares a photo of a trophy with a glass globe on top."),
+])
+def test_a_stage_direction_says_what_the_speaker_of_the_line_does(mem, line, said):
+    """"[shares a photo of ...]" narrates the speaker: the memory names them, as the raw line does."""
+    mem.remember_many(["Gina: How did the weekend go?", line], user="conv")
+    assert said in [m.text for m in mem.memories("conv")]

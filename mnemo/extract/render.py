@@ -52,6 +52,17 @@ def _finite(subject: Token) -> Token | None:
     return None
 
 
+def stage_direction(tokens: Sequence[Token]) -> bool:
+    """Return True for a transcript's stage direction: a verb phrase in square brackets with no subject
+    ("[shares a photo of a sunset]", "[laughs]"), which narrates what the speaker of the line does."""
+    inner = [t for t in tokens if not t.is_space]
+    if len(inner) < 3 or inner[0].text != "[" or inner[-1].text != "]":
+        return False
+    head = inner[1]
+    return head.pos_ == "VERB" and head.tag_ in ("VBZ", "VBD") and not any(
+        c.dep_ in ("nsubj", "nsubjpass", "expl") for c in head.children)
+
+
 def _first(low: str, me: str) -> str:
     """Return what a first-person singular pronoun becomes when `me` said it."""
     return f"{me}'s" if low in ("my", "mine") else me
@@ -62,6 +73,8 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
     """Return the tokens as one sentence in the third person for whoever `me` is (see the module docstring)."""
     replace = dict(replace or {})
     toks = list(tokens)
+    # A stage direction's clause ("[shares a photo]") says what the speaker does: it takes them as its subject.
+    acting = third and bool(toks) and toks[0].sent.root in toks and stage_direction(list(toks[0].sent))
     while toks and (toks[0].is_punct or toks[0].dep_ in ("intj", "cc") or toks[0].lower_ in _DROP_LEADING):
         toks.pop(0)
     # A name said to the listener before a comma ("John, I've been ...") addresses them; it says nothing.
@@ -110,6 +123,8 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
     text = re.sub(r"([,;:])(?:\s*[,;:])+", r"\1", text).strip(" ,;:")
     if not text:
         return ""
+    if acting:
+        text = f"{me} {text[0].lower()}{text[1:]}"
     text = text[0].upper() + text[1:]
     return text if text.endswith((".", "!", "?", '"', ")")) else text + "."
 

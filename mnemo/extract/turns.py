@@ -233,12 +233,16 @@ def _tagged(sent: Any) -> bool:
     return verb is not None and any(c.dep_ in ("nsubj", "nsubjpass", "expl") and c.i < verb.i for c in verb.children)
 
 
-def _informative(text: str) -> bool:
+def _informative(text: str, to_a_person: bool = False) -> bool:
+    """Return True for a sentence worth keeping as said when no claim came from it: four words or more, two
+    content words beyond thanks and praise, not chit-chat. What the user says to "you" alone is said to the
+    assistant, not about the world; a named person of a transcript (`to_a_person`) says it to another person
+    ("Instagram and TikTok can help you reach a younger crowd"), and that is kept."""
     words = text.split()
     rich = content_tokens(text) - _SOCIAL
     second = re.search(r"\b(?:you|your|you're|you've)\b", text, re.I)
     first = re.search(r"\b(?:I|me|my|mine|we|our|us)\b", text)
-    return len(words) >= 4 and len(rich) >= 2 and not (second and not first) and not chitchat(text)
+    return len(words) >= 4 and len(rich) >= 2 and (to_a_person or not (second and not first)) and not chitchat(text)
 
 
 def _note(sent: Any, source: str, *, suspicious: bool = False, importance: float = 0.3,
@@ -540,7 +544,7 @@ def _sentence(sent: Any, raw: str, st: TurnState, speaker: Speaker, emphasis: bo
         found = [replace(c, category="instruction", kind="procedural", importance=max(
             c.importance, BASE_IMPORTANCE["instruction"])) if c.category in ("fact", "note", "event") else c
             for c in found]
-    if not found and _informative(text):
+    if not found and _informative(text, to_a_person=speaker.key != "user"):
         note = _note(sent, raw, category="event" if sent.root.tag_ == "VBD" else "note", me=speaker)
         if leans_on_context(sent):
             note = replace(note, meta={**note.meta, "fragment": True})
