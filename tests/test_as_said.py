@@ -176,3 +176,12 @@ def test_a_stage_direction_says_what_the_speaker_of_the_line_does(mem, line, sai
     """"[shares a photo of ...]" narrates the speaker: the memory names them, as the raw line does."""
     mem.remember_many(["Gina: How did the weekend go?", line], user="conv")
     assert said in [m.text for m in mem.memories("conv")]
+
+
+def test_a_name_after_it_is_what_a_later_he_stands_for_and_a_name_is_read_whole(mem):
+    """"It" never stands for a person, so "It was Matt Patterson" names who "he" is; the name is kept whole."""
+    mem.remember_many(["Caroline: Who played at the party?",
+                       "Melanie: It was Matt Patterson, he is so talented! His voice was amazing."], user="conv")
+    texts = [m.text for m in mem.memories("conv")]
+    assert "Matt Patterson is so talented." in " ".join(texts), texts
+    assert not any("Caroline" in t for t in texts if "talented" in t or "voice" in t), texts

@@ -340,20 +340,26 @@ def _condition(sent: Any) -> str | None:
 def _named(sent: Any, st: TurnState, before_pronouns: bool = False) -> None:
     """Register the people and organisations a sentence names, so its own pronouns can find them.
 
-    With `before_pronouns`, only names said before the sentence's first third-person pronoun count:
-    in "his name is Barnaby", "his" is not Barnaby. A name said in direct address ("Thanks, Caroline!",
-    a noun phrase modifying the clause, `npadvmod`) is the person spoken to, "you": never what a
-    he / she stands for.
+    With `before_pronouns`, only names said before the sentence's first third-person pronoun that could
+    stand for them count: in "his name is Barnaby", "his" is not Barnaby; in "It was Matt Patterson, he
+    is so talented", "it" could not stand for a person, so Matt Patterson counts. A name is read at its
+    head ("Matt Patterson" at "Patterson"). A name said in direct address ("Thanks, Caroline!", a noun
+    phrase modifying the clause, `npadvmod`) is the person spoken to, "you": never what a he / she
+    stands for.
     """
-    first = next((t.i for t in sent if t.pos_ == "PRON" and t.lower_ in entities.THIRD), None)
-    for t in sent:
-        if before_pronouns and first is not None and t.i > first:
-            break
-        named = t.i > 0 and getattr(entities.name_of(sent.doc[t.i - 1]), "i", -1) == t.i
-        addressed = t.ent_type_ == "PERSON" and t.dep_ == "npadvmod"
-        if t.ent_type_ in ("PERSON", "ORG") and t.ent_iob_ == "B" and t.dep_ not in ("appos", "compound", "oprd") \
-                and not named and not addressed:
-            st.mentions.add(entities.entity_of(t, st.mentions))
+    def first(kinds: tuple[str, ...]) -> int | None:
+        return next((t.i for t in sent if t.pos_ == "PRON" and entities.THIRD.get(t.lower_) in kinds), None)
+
+    stops = {"PERSON": first(("person", "any")), "ORG": first(("thing", "any", "person"))}
+    for ent in sent.ents:
+        head = ent.root
+        if ent.label_ not in stops or before_pronouns and stops[ent.label_] is not None \
+                and ent.start > stops[ent.label_]:
+            continue
+        named = head.i > 0 and getattr(entities.name_of(sent.doc[ent.start - 1]), "i", -1) == ent.start
+        addressed = ent.label_ == "PERSON" and head.dep_ == "npadvmod"
+        if head.dep_ not in ("appos", "compound", "oprd") and not named and not addressed:
+            st.mentions.add(entities.entity_of(head, st.mentions))
 
 
 def _about_memory(c: Any) -> bool:
