@@ -73,6 +73,7 @@ class RecallConfig:
     certain_at: float = 0.6  # top evidence at or above this is "certain"
     vague_at: float = 0.35  # top evidence at or above this (and under certain_at) is "vague"
     unknown_floor: float = 0.45  # on "unknown", packed memories with evidence at or above this stay, marked as no answer
+    unknown_nearest: int = 3  # on "unknown", this many nearest packed memories stay too, marked as no answer
     answerable: bool = True  # consult the fitted answerability model (recall.judge); False: the claim rules alone
     # The claim rules decide; the model overturns their "unknown" (to "vague") at P(answerable) >= rescue_at.
     # None: the model's own thresholds decide (recipe "answerability"). 0.5: more likely answerable than not.

@@ -100,3 +100,20 @@ def test_by_default_the_model_only_overturns_the_rules_unknown():
         rescued = mem.recall("What is my blood type?", user="u", budget_tokens=200)
     assert sure.confidence != "unknown" and silent.confidence == "unknown"
     assert rescued.confidence == "vague" and rescued.provenance["answerability"]["p"] > 0.5
+
+
+@pytest.mark.parametrize("nearest", [0, 3])
+def test_unknown_keeps_the_nearest_memories_below_the_floor_but_not_the_far_ones(nearest):
+    """With a floor no memory reaches, "unknown" still shows the nearest (at least half as near as the best)."""
+    from mnemo.config import Config, RecallConfig
+
+    never = _constant(-20.0)
+    cfg = Config(recall=RecallConfig(rescue_at=None, unknown_floor=1.0, unknown_nearest=nearest))
+    with mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(T0), config=cfg) as mem:
+        mem.remember("My car is a grey Mazda 3.", user="u", at=T0)
+        mem.remember("I grow tomatoes on the balcony.", user="u", at=T0)
+        mem.answerable = never
+        r = mem.recall("What colour is my car, the Mazda?", user="u", budget_tokens=200)
+    assert r.confidence == "unknown"
+    assert [p.text for p in r.memories] == (["The user's car is a grey Mazda 3."] if nearest else [])
+    assert all(p.note == NOT_AN_ANSWER for p in r.memories)

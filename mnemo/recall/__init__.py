@@ -253,8 +253,11 @@ def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_to
     message = ""
     if verdict == "unknown":
         # "Unknown" never hides evidence: the memories close to the question stay in the pack, each marked as
-        # not answering it, so an agent can check; below the floor nothing is shown.
+        # not answering it, so an agent can check: any at or above the floor, and the `unknown_nearest`
+        # nearest (by evidence) that are topically near at all (half the vague band: as a request is served).
         near = {p.id for p in packed if p.id in fused and evidence_of(fused[p.id]) >= cfg.unknown_floor}
+        nearest = sorted(((evidence_of(fused[p.id]), p.id) for p in packed if p.id in fused), reverse=True)
+        near |= {m for e, m in nearest[:cfg.unknown_nearest] if e >= cfg.vague_at / 2}
         trace = [t if t.memory_id in near else
                  TraceEntry(t.memory_id, t.text, False, "abstain", t.scores, f"was {t.reason}; {t.detail}")
                  for t in trace]
