@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from .errors import EmbedderMismatch, InvalidInput, NotFound, StoreError
 from .objectstore import ChecksumMismatch, ObjectStore, check_key, file_sha256
-from .store import ENGINE_VERSION, Store
+from .store import ENGINE_VERSION, Archiving, Store
 
 FORMAT = "mnemo-archive/1"
 RUNS_FORMAT = "mnemo-files/1"
@@ -77,6 +77,14 @@ def _fetch_checked(objects: ObjectStore, key: str, sha256: str, dest: Path, rows
     return dest
 
 
+def archiving(store: Store) -> Archiving:
+    """Return `store` when its engine keeps the cold archive (`store.Archiving`); raise StoreError if not."""
+    if not isinstance(store, Archiving):
+        raise StoreError(f"the store at {store.path} ({type(store).__name__}) has no cold archive: its engine does not "
+                         "keep mnemo.store.Archiving (DuckDBStore and PgStore do)")
+    return store
+
+
 def archive(store: Store, objects: ObjectStore, *, retention: timedelta, now: datetime, dry_run: bool = False,
             keep_hot: bool = False) -> ArchiveReport:
     """Archive tombstones whose status changed more than `retention` before `now`; return the report.
@@ -86,6 +94,7 @@ def archive(store: Store, objects: ObjectStore, *, retention: timedelta, now: da
     """
     if retention < timedelta(0):
         raise InvalidInput(f"retention must not be negative, got {retention}")
+    archiving(store)
     cutoff = now - retention
     months = store.archive_candidates(cutoff)
     if dry_run or not months:
@@ -150,6 +159,7 @@ def list_runs(objects: ObjectStore) -> list[dict[str, Any]]:
 
 def restore(store: Store, objects: ObjectStore, run_id: str) -> RestoreReport:
     """Re-insert an archive run's memories (with vectors), events and links; refuse ids already present."""
+    archiving(store)
     m = manifest(objects, run_id)
     if (m["embedder"], int(m["dim"])) != (store.embedder, store.dim):
         raise EmbedderMismatch(f"archive {run_id} was written with embedder {m['embedder']!r} ({m['dim']} dims); "

@@ -34,6 +34,7 @@ from .model import (
 from .reconcile import plan_writes
 from .store import Store, new_id
 from .store.cache import order_key
+from .store.protocol import analyse_ahead, holding
 from .updates import UpdateModel
 
 if TYPE_CHECKING:
@@ -183,8 +184,9 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
     reports: list[WriteReport] = []
     # Events and links are only written here, never read while turns are reconciled: held for one append each.
     held: tuple[list[Event], list[Link]] = ([], [])
-    # Memories too: each turn's are held (`store.hold_memories`) and written in as few statements as reads allow.
-    with store.transaction(), store.hold_memories():
+    # Memories too: each turn's are held (`store.hold_memories`, where the engine batches) and written in as few
+    # statements as reads allow.
+    with store.transaction(), holding(store):
         if record:
             store.insert_turns(turns)
         ahead = None
@@ -198,7 +200,7 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
             texts = [c.text for kept, _ in found for c in kept]
             vecs = embedder.embed(texts) if texts else np.zeros((0, store.dim), np.float32)
             # The words each turn writes (its candidates) and searches (their named subjects), analysed at once.
-            store.analyse_ahead([*texts, *(c.subject for kept, _ in found for c in kept if c.subject)])
+            analyse_ahead(store, [*texts, *(c.subject for kept, _ in found for c in kept if c.subject)])
             # One turn reads its subjects as it goes; a block reads them once for all its turns.
             reads = None if len(block) == 1 else SubjectReads(
                 store, [(turn.user, c.subject) for (_, turn), (kept, _) in zip(block, found, strict=True) for c in kept])

@@ -24,6 +24,8 @@ import re
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mnemo"
 MAX_LINES = 600
@@ -222,22 +224,34 @@ def test_every_mnemo_import_names_a_module_that_exists():
     assert missing == []
 
 
-def test_both_store_engines_keep_the_store_protocol():
-    from mnemo.store import DuckDBStore, PgStore, Store
+@pytest.mark.parametrize("contract", ["Store", "Batching", "Archiving"])
+def test_both_store_engines_keep_the_store_protocol_and_its_capabilities(contract):
+    import mnemo.store
+    from mnemo.store import DuckDBStore, PgStore
 
-    members = {n for n in dir(Store) if not n.startswith("_")} | set(Store.__annotations__)
+    proto = getattr(mnemo.store, contract)
+    members = {n for n in dir(proto) if not n.startswith("_")} | set(proto.__annotations__)
     for engine in (DuckDBStore, PgStore):
         class_level = set(dir(engine))
         # Data members (path, dim, ...) are set per instance; they are declared on the shared base.
         declared = {n for c in engine.__mro__ for n in getattr(c, "__annotations__", {})}
-        assert sorted(members - class_level - declared) == [], f"{engine.__name__} lacks these Store members"
+        assert sorted(members - class_level - declared) == [], f"{engine.__name__} lacks these {contract} members"
+
+
+def test_the_capabilities_are_apart_from_the_contract():
+    from mnemo.store import Archiving, Batching, Store
+
+    contract = {n for n in dir(Store) if not n.startswith("_")}
+    for capability in (Batching, Archiving):
+        assert not {n for n in dir(capability) if not n.startswith("_")} & contract
 
 
 def test_the_duckdb_store_is_a_store():
-    from mnemo.store import DuckDBStore, Store
+    from mnemo.store import Archiving, Batching, DuckDBStore, Store
 
     store = DuckDBStore(":memory:", embedder="test", dim=4)
     try:
-        assert isinstance(store, Store) and isinstance(store.reader(), Store)
+        for contract in (Store, Batching, Archiving):
+            assert isinstance(store, contract) and isinstance(store.reader(), contract)
     finally:
         store.close()

@@ -475,3 +475,46 @@ def test_file_stores_cap_duckdbs_memory_and_a_bad_cap_is_refused(tmp_path, monke
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "lots")
     with pytest.raises(StoreError, match=MEMORY_LIMIT_ENV):
         Store(tmp_path / "a.duckdb", embedder="test", dim=DIM)
+
+
+class ContractOnly:
+    """An engine that keeps exactly the `Store` contract, none of the optional capabilities (Batching, Archiving)."""
+
+    def __init__(self, inner):
+        from mnemo.store import Store as Contract
+
+        self._inner = inner
+        self._names = {n for n in dir(Contract) if not n.startswith("_")} | set(Contract.__annotations__)
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name not in self._names:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_an_engine_with_only_the_contract_remembers_recalls_exports_and_refuses_the_archive(tmp_path):
+    """The capabilities are optional: the write path and recall fall back; the archive says what is missing."""
+    from mnemo.archive import archive
+    from mnemo.clock import SimulatedClock
+    from mnemo.embed import make_embedder
+    from mnemo.llm import connect
+    from mnemo.memory import Memory
+    from mnemo.objectstore import LocalStore
+    from mnemo.store import Archiving, Batching
+    from mnemo.store import Store as Contract
+
+    emb = make_embedder("hash")
+    store = ContractOnly(Store(":memory:", embedder=emb.name, dim=emb.dim))
+    assert isinstance(store, Contract) and not isinstance(store, Batching) and not isinstance(store, Archiving)
+    t0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
+    from mnemo.config import recipe
+
+    mem = Memory(store, emb, connect("offline"), SimulatedClock(t0), recipe())
+    reports = mem.remember_many(["I live in Glasgow.", "My sister Ana is a nurse.", "I moved to Leeds."], user="u")
+    assert [m.text for r in reports for m in r.added]
+    assert any("Leeds" in p.text for p in mem.recall("Where do I live?", user="u").memories)
+    mem.export(tmp_path / "out.json", user="u")
+    assert (tmp_path / "out.json").stat().st_size > 0
+    with pytest.raises(StoreError, match="no cold archive"):
+        archive(store, LocalStore(tmp_path / "objects"), retention=timedelta(0), now=t0)
+    store._inner.close()

@@ -49,7 +49,7 @@ from fastapi import HTTPException
 from fastapi.responses import JSONResponse
 
 from ..errors import ConfigError, MnemoError
-from ..store import is_dsn, split_dsn, store_class
+from ..store import Batching, is_dsn, split_dsn, store_class
 
 TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MIN_KEY_CHARS = 16
@@ -219,12 +219,13 @@ class Tenant:
     @contextmanager
     def reading(self) -> Iterator[Any]:
         """Yield this thread's reader Memory while holding the shared lock."""
-        if self.mem.store.lexical_stale:
+        store = self.mem.store
+        if isinstance(store, Batching) and store.lexical_stale:
             # Analyse new rows into BM25 once, between writes and reads, not in every reader that notices
             # (readers that queued for it together find it done).
             with self.lock.write():
-                if self.mem.store.lexical_stale:
-                    self.mem.store.refresh_lexical()
+                if store.lexical_stale:
+                    store.refresh_lexical()
         with self.lock.read():
             reader = getattr(self._local, "mem", None)
             if reader is None:

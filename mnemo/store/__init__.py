@@ -3,7 +3,7 @@
     from mnemo.store import Store, store_class
     store: Store = store_class(path)(path, embedder=emb.name, dim=emb.dim)
 
-`protocol.Store` is the contract; `sql` holds the SQL both engines share, written once
+`protocol.Store` is the contract (`Batching` and `Archiving` the optional capabilities); `sql` holds the SQL both engines share, written once
 over a `Dialect`; `duckdb.DuckDBStore` and `postgres.PgStore` hold what differs;
 `rows` converts between rows and model values. The cold archive is `parquet` (DuckDB)
 and `pg_archive` (PostgreSQL); `meter` counts the service's quotas in PostgreSQL.
@@ -14,9 +14,10 @@ from .backends import recorded_embedder, store_class
 from .duckdb import DUCKDB, ENGINE_VERSION, MEMORY_LIMIT_ENV, DuckDBStore, extension_path
 from .pg_connect import is_dsn, split_dsn
 from .postgres import POSTGRES, PgStore
-from .protocol import Store
+from .protocol import Archiving, Batching, Store
 from .rows import SCHEMA_VERSION
 from .sql import Dialect, where
 
-__all__ = ["DUCKDB", "ENGINE_VERSION", "MEMORY_LIMIT_ENV", "POSTGRES", "SCHEMA_VERSION", "Dialect", "DuckDBStore", "PgStore", "Store",
+__all__ = ["DUCKDB", "ENGINE_VERSION", "MEMORY_LIMIT_ENV", "POSTGRES", "SCHEMA_VERSION", "Archiving", "Batching", "Dialect",
+           "DuckDBStore", "PgStore", "Store",
            "extension_path", "is_dsn", "new_id", "recorded_embedder", "split_dsn", "store_class", "where"]

@@ -1,6 +1,12 @@
-"""The `Store` protocol: the one contract every caller of a memory store uses.
+"""The `Store` protocol: the one contract every caller of a memory store uses, and two optional capabilities.
 
-Two engines keep it: `DuckDBStore` (one file, in-process vector and BM25 indexes) and
+    Store       the contract: lifecycle, writes, reads, search, export and import
+    Batching    write-path hints (memories held to a block's end, words analysed ahead, lexical refresh)
+    Archiving   the cold archive (`mnemo.archive`)
+
+An engine keeps `Store`; where it lacks a capability the callers fall back (`holding`,
+`analyse_ahead`, a server that does not refresh lexical rows) or refuse with a clear error (the
+archive). Two engines keep all three: `DuckDBStore` (one file, in-process vector and BM25 indexes) and
 `PgStore` (PostgreSQL + pgvector, many writers). Callers (`Memory`, the write and
 recall stages, export and import, the archive, the servers) name `Store` and use only
 what is written here; what an engine keeps besides (DuckDB's `index`, PostgreSQL's
@@ -19,7 +25,7 @@ Rules every engine keeps:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -79,14 +85,6 @@ class Store(Protocol):
 
     def insert_memories(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
         """Insert memories and their vectors (one row of `vectors` per record, of dimension `dim`)."""
-
-    def hold_memories(self) -> AbstractContextManager[Any]:
-        """Return a context, opened inside a `transaction()`, whose `insert_memories` may be written at its end.
-
-        Every read and write of the store inside it sees the held memories as if inserted (the
-        same rows, in the same order, as one insert per call). DuckDB holds them in process and
-        inserts them in one statement (`store.held`); PostgreSQL writes each at once (one COPY).
-        """
 
     def insert_events(self, events: Iterable[Event]) -> None:
         """Append events."""
@@ -174,19 +172,9 @@ class Store(Protocol):
                      filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Return the top-k active memories of `user` by cosine, best first."""
 
-    def analyse_ahead(self, texts: Iterable[str]) -> None:
-        """Prepare, in one go, the lexical analysis of texts about to be written or searched (a hint: may do nothing)."""
-
     def search_lexical(self, query: str, k: int, *, user: str,
                        filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
         """Return the top-k active memories of `user` by the engine's lexical score, best first."""
-
-    @property
-    def lexical_stale(self) -> bool:
-        """True when written rows wait to be analysed for lexical search."""
-
-    def refresh_lexical(self) -> bool:
-        """Analyse waiting rows for lexical search now; return whether there were any."""
 
     # ----------------------------------------------------------------- export, import, review
     def dump(self, user: str | None = None, *, batch_size: int = 1000) -> Iterable[tuple[str, list]]:
@@ -202,7 +190,38 @@ class Store(Protocol):
     def existing_links(self, links: Sequence[Link]) -> set[tuple[str, str, str, datetime | None]]:
         """Return the (src, dst, kind, at) of `links` already stored."""
 
-    # ----------------------------------------------------------------- cold archive (mnemo.archive)
+
+# Optional capabilities. Both engines have them; an engine that lacks one still keeps the contract
+# above, and the callers fall back (`holding`, `analyse_ahead`) or refuse with a clear error (the archive).
+
+
+@runtime_checkable
+class Batching(Protocol):
+    """Write-path hints: memories held to the end of a block, words analysed ahead, lexical rows refreshed."""
+
+    def hold_memories(self) -> AbstractContextManager[Any]:
+        """Return a context, opened inside a `transaction()`, whose `insert_memories` may be written at its end.
+
+        Every read and write of the store inside it sees the held memories as if inserted (the
+        same rows, in the same order, as one insert per call). DuckDB holds them in process and
+        inserts them in one statement (`store.held`); PostgreSQL writes each at once (one COPY).
+        """
+
+    def analyse_ahead(self, texts: Iterable[str]) -> None:
+        """Prepare, in one go, the lexical analysis of texts about to be written or searched (a hint: may do nothing)."""
+
+    @property
+    def lexical_stale(self) -> bool:
+        """True when written rows wait to be analysed for lexical search."""
+
+    def refresh_lexical(self) -> bool:
+        """Analyse waiting rows for lexical search now; return whether there were any."""
+
+
+@runtime_checkable
+class Archiving(Protocol):
+    """The cold archive (`mnemo.archive`): tombstones exported to Parquet, purged once verified, restored."""
+
     archive_engine: str  # what archive row digests depend on ("duckdb 1.4.1", "postgres 18"): equal means comparable
     digest_method: str  # how a table digest is computed, for the manifest's reader
 
@@ -221,3 +240,14 @@ class Store(Protocol):
 
     def table_digests(self) -> dict[str, tuple[int, str]]:
         """Return (rows, digest) of memories, events and links: equal digests mean equal contents."""
+
+
+def holding(store: Store) -> AbstractContextManager[Any]:
+    """Return `store.hold_memories()` where the engine batches writes (`Batching`), else a context that does nothing."""
+    return store.hold_memories() if isinstance(store, Batching) else nullcontext()
+
+
+def analyse_ahead(store: Store, texts: Iterable[str]) -> None:
+    """Hint a `Batching` engine to analyse `texts` for lexical search in one go; nothing for another engine."""
+    if isinstance(store, Batching):
+        store.analyse_ahead(texts)
