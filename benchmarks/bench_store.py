@@ -32,8 +32,7 @@ def _percentiles(xs: list[float]) -> dict[str, float]:
 def run_size(n: int) -> dict:
     """Measure one store size; return the figures (times in ms or rows/s)."""
     from mnemo.model import MemoryRecord
-    from mnemo.store import DuckDBStore as Store
-    from mnemo.store import new_id
+    from mnemo.store import DuckDBStore, new_id
 
     rng = np.random.default_rng(0)
     vecs = rng.normal(size=(n, DIM)).astype(np.float32)
@@ -41,7 +40,7 @@ def run_size(n: int) -> dict:
     queries = rng.normal(size=(QUERIES, DIM)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     path = Path(tempfile.mkdtemp()) / "bench.duckdb"
-    store = Store(path, embedder="bench", dim=DIM)
+    store = DuckDBStore(path, embedder="bench", dim=DIM)
     t0 = time.perf_counter()
     batch = 50_000
     for start in range(0, n, batch):
@@ -53,7 +52,7 @@ def run_size(n: int) -> dict:
     store.close()
 
     t0 = time.perf_counter()
-    store = Store(path, embedder="bench", dim=DIM, read_only=True)
+    store = DuckDBStore(path, embedder="bench", dim=DIM, read_only=True)
     open_s = time.perf_counter() - t0
 
     mnemo_t, numpy_t, sql_t = [], [], []

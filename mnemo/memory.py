@@ -179,8 +179,8 @@ class Memory:
         with self._reconciling([user]):
             turn = write_stage.record_turn(self.store, text, user=user, session=session, agent=agent,
                                            at=self._now(at), cfg=self.config, role="api")
-            plan = write_stage.reconcile(self.store, user, [cand], vecs, self.config, self.judge, self.embedder,
-                                         model=self.updates, declared=attribute is not None)
+            plan = write_stage.plan(self.store, user, [cand], vecs, self.config, self.judge, self.embedder,
+                                    model=self.updates, declared=attribute is not None)
             report = write_stage.apply(self.store, plan, [cand], vecs, turn=turn, cfg=self.config)
         if report.added:
             return report.added[0]

@@ -37,7 +37,7 @@ Failures and lessons are never superseded and never supersede: a second failure 
 A candidate under min_importance is ignored. A pinned candidate ("remember that ...") that
 corroborates or duplicates sets evidence["pin"] = True.
 
-Forget commands target exactly what they name (`mnemo.forgetting`: by slot, marks, words, never a
+Forget commands target exactly what they name (`mnemo.forget_requests`: by slot, marks, words, never a
 guess); the judges are in `mnemo.judge`.
 
 `because` links: a candidate with a cause ("because the migration failed") is linked to the
@@ -56,7 +56,7 @@ import numpy as np
 from . import lexicon, match
 from .config import WriteConfig
 from .errors import InvalidInput
-from .forgetting import forget_actions, names
+from .forget_requests import forget_actions, names
 from .judge import NEVER_RETIRED, TYPED, Judge, offline_judge, value_kind
 from .model import Action, Candidate, MemoryRecord
 from .normalise import content_tokens, marks, overlap, same_value

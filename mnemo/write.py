@@ -125,12 +125,13 @@ def _positions(phrases: list[str | None]) -> dict[str, list[int]]:
     return out
 
 
-def reconcile(store: Store, user: str, candidates: list[Candidate], vecs: np.ndarray, cfg: Config,
-              judge: Callable[[Candidate, MemoryRecord], dict], embedder=None,
-              active_for: Callable[[str, Iterable[str]], list[MemoryRecord]] | None = None,
-              model: UpdateModel | None = None, declared: bool = False) -> list[Action]:
-    """Return the write plan for `candidates` against the user's active memories (`model`: the fitted
-    update decision, `mnemo.updates`; the hand rules without one; `declared`: a structured write)."""
+def plan(store: Store, user: str, candidates: list[Candidate], vecs: np.ndarray, cfg: Config,
+         judge: Callable[[Candidate, MemoryRecord], dict], embedder=None,
+         active_for: Callable[[str, Iterable[str]], list[MemoryRecord]] | None = None,
+         model: UpdateModel | None = None, declared: bool = False) -> list[Action]:
+    """Return the write plan for `candidates` against the user's active memories (`reconcile.plan_writes` over
+    the neighbourhood read here; `model`: the fitted update decision, `mnemo.updates`; the hand rules without
+    one; `declared`: a structured write)."""
     active = neighbourhood(store, user, candidates, vecs, active_for)
     sims = vecs @ store.vectors([m.id for m in active]).T if active else np.zeros((len(candidates), 0))
     slots = slot_similarity(embedder, candidates, active) if embedder is not None and active else None
@@ -207,9 +208,9 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
             at = 0
             for (_, turn), (candidates, overflow) in zip(block, found, strict=True):
                 mine, at = vecs[at:at + len(candidates)], at + len(candidates)
-                plan = reconcile(store, turn.user, candidates, mine, cfg, judge, embedder,
-                                 reads.active_for if reads else None, model)
-                report = apply_plan(store, plan, candidates, mine, turn=turn, cfg=cfg, held=held)
+                actions = plan(store, turn.user, candidates, mine, cfg, judge, embedder,
+                               reads.active_for if reads else None, model)
+                report = apply_plan(store, actions, candidates, mine, turn=turn, cfg=cfg, held=held)
                 if reads is not None:
                     reads.written([*report.added, *(s.new for s in report.superseded)])
                 report.ignored.extend((c, f"over max_candidates={cfg.write.max_candidates} for one turn")
@@ -466,10 +467,10 @@ def forget_targets(store: Store, embedder: Embedder, query: str, *, user: str, c
     if not commands:
         commands = [Candidate(text=query, command="forget", kind="semantic", category="note")]
     vecs = embedder.embed([c.text for c in commands])
-    plan = reconcile(store, user, commands, vecs, cfg, judge, embedder, model=model)
-    why = {a.target_id: str(a.evidence.get("match", "")) for a in plan if a.op == "forget" and a.target_id}
+    actions = plan(store, user, commands, vecs, cfg, judge, embedder, model=model)
+    why = {a.target_id: str(a.evidence.get("match", "")) for a in actions if a.op == "forget" and a.target_id}
     found = store.get_many(list(why))
-    ignored = [a for a in plan if a.op == "ignore"]
+    ignored = [a for a in actions if a.op == "ignore"]
     nearest = [n for a in ignored for n in a.evidence.get("nearest", [])]
     message = "" if why else "; ".join(dict.fromkeys(a.reason for a in ignored)) or "nothing matched"
     return Forgetting([found[i] for i in why if i in found], why=why, nearest=nearest, message=message)
