@@ -89,11 +89,9 @@ def joined_neighbours(store: Store, fused: dict[str, dict], records: dict, user:
     found = store.get_many(joined) if filters is None else {}
     ok = [m for m in joined if m in found and found[m].user == user and found[m].active]
     records.update((m, found[m]) for m in ok)
-    out = {m: e for m, e in fused.items() if not e.get("joined") or m in found}
-    if ok:
-        for m, cosine in zip(ok, store.vectors(ok) @ vector, strict=True):
-            out[m] = {**out[m], "dense": float(cosine)}
-    return {m: e for m, e in out.items() if not e.get("joined") or m in ok}
+    cosines = dict(zip(ok, (store.vectors(ok) @ vector).tolist(), strict=True)) if ok else {}
+    return {m: {**e, "dense": cosines[m]} if m in cosines else e for m, e in fused.items()
+            if not e.get("joined") or m in cosines}
 
 
 def always_applies(memory) -> bool:

@@ -150,8 +150,9 @@ def in_context(fused: Mapping[str, dict], links: Iterable[Link], cfg: RecallConf
     (said right after one another in one session: a session's raw turns, or the clauses one
     turn wrote); a neighbour that no retriever found lends nothing, but a neighbour of one of the
     `cfg.context_joins` best hits joins the candidates on what its neighbours lend it (its entry
-    has no retriever scores and `joined` set; the bound keeps recall's cost near the hits'): a clause that leans on its turn ("It stands for
-    love, faith and strength.") is found through the clause it leans on. What is raised is the retrievers' mix before ranking (`mix`: under
+    has no retriever scores and `joined` set; the bound keeps recall's cost near the hits'): a
+    clause that leans on its turn ("It stands for love, faith and strength.") is found through the
+    clause it leans on. What is raised is the retrievers' mix before ranking (`mix`: under
     "weighted_rank" the rank scale's gaps are too even to weigh a neighbour against).
     The raised values decide the order; "weighted_rank" keeps its rank scale,
     (k + 1) / (k + rank), and the other fusions are scaled back to their best relevance.
