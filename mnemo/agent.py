@@ -68,6 +68,7 @@ class ToolSpec:
     doc: str | None = None  # the Memory method whose docstring describes the tool (default: `method`)
     note: str = ""  # a sentence appended to the description, for what the wrapper adds
     result_key: str = "result"  # key under which a list result is returned as an object
+    given: tuple[str, ...] = ()  # arguments the wrapper takes in place of hidden ones (a file's content, not its path)
 
 
 # The agent acts for one user in one session, so those arguments are bound, never chosen by the model.

@@ -30,6 +30,7 @@ from .errors import InvalidInput, NotFound
 from .judge import model_judge, offline_judge
 from .llm import LLM, connect
 from .model import CATEGORIES, KINDS, Candidate, Event, Forgetting, Link, MemoryRecord, Recall, WriteReport
+from .portable import ImportReport
 from .recall.judge import Answerability
 from .store import DuckDBStore, Store, new_id, store_class
 from .tokens import count_many, tokenizer_name
@@ -325,6 +326,14 @@ class Memory:
             mem.close()
             raise
         return mem
+
+    def load(self, path: str | Path, *, on_conflict: str = "error", key: str | bytes | None = None) -> ImportReport:
+        """Load a JSON export into this store in one transaction, without re-embedding; return what was added.
+
+        Ids already stored are refused, or skipped with on_conflict="skip". With `key`, the file
+        must be signed under it (see `portable`). `Memory.import_` opens a store and loads into it.
+        """
+        return portable.load(self.store, path, on_conflict=on_conflict, key=key)
 
     def answer(self, question: str, *, user: str, budget_tokens: int | None = None,
                filters: dict[str, Any] | None = None) -> Answer:

@@ -231,7 +231,8 @@ def _time(value: Any, what: str, *, required: bool = False) -> None:
         raise InvalidInput(f"{what} must be an ISO time, got {value!r}")
 
 
-def _line(obj: dict[str, Any]) -> bytes:
+def line(obj: dict[str, Any]) -> bytes:
+    """Return one record of a JSON export as the bytes of its line (what a signature covers)."""
     # ensure_ascii=False keeps odd Unicode readable; JSON escapes \n and \r, so one object is one line.
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
@@ -242,17 +243,17 @@ def json_lines(store: Store, user: str | None = None, *, batch_size: int = 1000,
     """Yield the JSON export of `store` (or one user's part) line by line, trailer included (signed with `key`)."""
     digest = _Digests(signing_key(key))
     counts = dict.fromkeys(TYPES, 0)
-    header = _line({"format": FORMAT, "version": FORMAT_VERSION, "embedder": store.embedder, "dim": store.dim,
+    header = line({"format": FORMAT, "version": FORMAT_VERSION, "embedder": store.embedder, "dim": store.dim,
                     "user": user})
     digest.update(header)
     yield header
     for section, batch in store.dump(user, batch_size=batch_size):
         kind = SECTIONS[section]
-        chunk = b"".join(_line(encode(kind, *item) if kind == "memory" else encode(kind, item)) for item in batch)
+        chunk = b"".join(line(encode(kind, *item) if kind == "memory" else encode(kind, item)) for item in batch)
         counts[kind] += len(batch)
         digest.update(chunk)
         yield chunk
-    yield _line(digest.trailer(counts))
+    yield line(digest.trailer(counts))
 
 
 def markdown_lines(store: Store, user: str | None = None) -> Iterator[bytes]:

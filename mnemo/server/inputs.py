@@ -24,6 +24,7 @@ from ..model import CATEGORIES, KINDS, SOURCES
 
 MAX_BUDGET = 100_000  # tokens a pack may be asked for
 MAX_FILTER_META = 16  # meta equalities one filter may test
+MAX_IMPORT_LINES = 1_000_000  # records one import tool call may carry
 
 
 def _rule(check: Callable[..., Any], what: str) -> AfterValidator:
@@ -144,6 +145,10 @@ class HistoryIn(Body):
     memory_id: Name
 
 
+class GetIn(Body):
+    memory_id: Name
+
+
 class RestoreIn(Body):
     reason: Name = Field("restored", description="recorded on the event")
 
@@ -157,6 +162,14 @@ class RestoreArgs(Body):
 
 class DecayIn(Body):
     at: When | None = Field(None, description="the time of the pass (default: now)")
+
+
+class ImportIn(Body):
+    """The MCP tool's arguments (over HTTP the export is the request body)."""
+
+    content: list[dict[str, Any]] = Field(max_length=MAX_IMPORT_LINES, description=(
+        "a JSON export's records, one object a line of the file, as the export tool returns them"))
+    on_conflict: Literal["error", "skip"] = Field("error", description="ids already stored: refuse all, or skip them")
 
 
 class ListIn(Body):

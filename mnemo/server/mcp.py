@@ -4,8 +4,8 @@
     MNEMO_API_KEYS='k1...:acme' mnemo serve mcp --transport http --store-dir stores/ --port 8765
                                                                            # http://127.0.0.1:8765/mcp
 
-Tools: remember, recall, forget, history, list_memories, audit, assess, export
-(`answer` can join them once `Memory.answer` exists). Each tool's arguments are the
+Tools: remember, add, recall, answer, forget, restore, history, get, list_memories, audit,
+assess, export, import, decay (the verb table in README.md). Each tool's arguments are the
 fields of the HTTP service's request model for the same operation (`server.inputs`,
 minus what the tool hides, such as `at`), named and ordered as the `Memory` method it
 calls, so MCP and HTTP accept and refuse the same input, and an argument the tool does
@@ -51,6 +51,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
+from .. import portable
 from ..agent import (
     PARAM_HELP,
     ToolSpec,
@@ -82,6 +83,7 @@ SERVER_TOOLS = (
     # Memory.memories has no docstring yet; the note describes the tool until it does.
     ToolSpec("list_memories", "memories", result_key="memories",
              note="List memories (of one user, or all), active only unless include_inactive is set."),
+    ToolSpec("get", "get"),
     ToolSpec("add", "add", hidden=("at",)),
     ToolSpec("answer", "answer"),
     ToolSpec("restore", "restore"),
@@ -90,6 +92,10 @@ SERVER_TOOLS = (
              note="It recalls for the query first; the result holds the verdict, trust, claims and the assessed pack."),
     ToolSpec("export", "export", hidden=("path", "key"),
              note="The export is returned in the result, not written on the server."),
+    ToolSpec("import", "load", hidden=("path", "key"), given=("content",),
+             note="The export is given as the export tool returns it (its records), checked under the server's key."),
+    ToolSpec("decay", "decay",
+             note="Then each memory past its TTL is reviewed: kept or forgotten, with why."),
 )
 
 
@@ -110,6 +116,17 @@ def run_tool(mem: Memory, spec: ToolSpec, kwargs: dict[str, Any], *, export_key:
         # The JSON export is JSON Lines: one record a line, returned as a list of objects.
         content = [json.loads(line) for line in text.splitlines() if line.strip()] if fmt == "json" else text
         return {"format": fmt, "content": content}
+    if spec.name == "import":
+        with tempfile.TemporaryDirectory(prefix="mnemo-import-") as tmp:
+            path = Path(tmp) / "import.jsonl"
+            path.write_bytes(b"".join(portable.line(record) for record in kwargs["content"]))
+            report = portable.load(mem.store, path, on_conflict=kwargs.get("on_conflict", "error"), key=export_key,
+                                   name="the tool's content")
+        return {"added": report.added, "skipped": report.skipped}
+    if spec.name == "decay":
+        decayed = mem.decay(at=kwargs.get("at"))
+        return {"decayed": [{"memory_id": i, "salience": s} for i, s in decayed],
+                "reviewed": to_jsonable(mem.review_expired(at=kwargs.get("at")))}
     value = getattr(mem, spec.method)(**kwargs)
     if isinstance(value, list):
         return {spec.result_key: to_jsonable(value)}
@@ -126,7 +143,7 @@ INPUTS: dict[str, type[BaseModel]] = {
     "remember": inputs.RememberIn, "recall": inputs.RecallIn, "forget": inputs.ForgetIn,
     "history": inputs.HistoryIn, "list_memories": inputs.ListIn, "audit": inputs.AuditIn,
     "assess": inputs.RecallIn, "export": inputs.ExportIn, "add": inputs.AddIn, "answer": inputs.AnswerIn,
-    "restore": inputs.RestoreArgs,
+    "restore": inputs.RestoreArgs, "import": inputs.ImportIn, "get": inputs.GetIn, "decay": inputs.DecayIn,
 }
 
 
@@ -203,13 +220,13 @@ def build_server(mem: Memory, *, name: str = "mnemo", export_key: str | None = N
 
 def metered(spec: ToolSpec, args: dict[str, Any]) -> bool:
     """Return whether a call may reach the model, and so is charged to the tenant's quota."""
-    return spec.name in ("remember", "add", "answer", "assess", "audit") or (
+    return spec.name in ("remember", "add", "answer", "assess", "audit", "decay") or (
         spec.name == "forget" and args.get("query") is not None)
 
 
 def writes(spec: ToolSpec, args: dict[str, Any]) -> bool:
     """Return whether a call changes the store, and so takes the tenant's exclusive lock."""
-    return spec.name in ("remember", "add", "restore") or (spec.name == "forget" and not args.get("dry_run"))
+    return spec.name in ("remember", "add", "restore", "import", "decay") or (spec.name == "forget" and not args.get("dry_run"))
 
 
 class KeyVerifier:
