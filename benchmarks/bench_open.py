@@ -68,7 +68,7 @@ def build(path: Path, n: int) -> float:
             vecs = rng.normal(size=(len(chunk), DIM)).astype(np.float32)
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
             for u in range(USERS):
-                mem.add_many(chunk[u::USERS], user=f"u{u}", vectors=vecs[u::USERS])
+                mem.insert_many(chunk[u::USERS], user=f"u{u}", vectors=vecs[u::USERS])
     return time.perf_counter() - t0
 
 
@@ -82,7 +82,7 @@ def side(path: Path, saved: bool) -> dict:
         persist.sidecar(str(path)).unlink(missing_ok=True)
     # What any first recall loads whatever the store (the question parser, the tokenizer) is loaded first.
     with mnemo.Memory.open(":memory:", embedder="hash") as warm_up:
-        warm_up.add_many(["warm up"], user="u0")
+        warm_up.insert_many(["warm up"], user="u0")
         warm_up.recall(QUESTIONS[0], user="u0")
     t0 = time.perf_counter()
     mem = mnemo.Memory.open(path)

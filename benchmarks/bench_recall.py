@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/bench_recall.py --table benchmarks/results/recall.json
     .venv/bin/python benchmarks/bench_recall.py --profile 10000   # cProfile of this checkout's recalls
 
-The store: one user's N memories in an in-memory DuckDB store, bulk-added (`add_many`) with the
+The store: one user's N memories in an in-memory DuckDB store, bulk-added (`insert_many`) with the
 hash embedder. Texts are the shared LoCoMo turns when MNEMO_DATA_DIR holds them (else the
 project's scenario turns); past the number of real turns, each further memory joins two of them
 ("a b"), so BM25 and the vectors see real words. Queries: the first `--queries` LoCoMo questions
@@ -56,8 +56,9 @@ def run_side(n: int, n_queries: int, session_size: int = 0, separate: bool = Fal
     other's BLAS helper threads still spin (numpy's OpenBLAS keeps them busy a while after a product).
 
     With `session_size`, the memories are added as sessions of that many turns between two
-    speakers (`add_many(session=, metas=)`: chained by `follows` links, as transcripts are), when
-    the checkout's `add_many` takes a session; otherwise in one call.
+    speakers (`insert_many(session=, metas=)`: chained by `follows` links, as transcripts are), when
+    the checkout's bulk insert takes a session; otherwise in one call. (A checkout from before
+    `insert_many` has `add_many`, the same call returning ids.)
     """
     import inspect
     import random
@@ -88,15 +89,16 @@ def run_side(n: int, n_queries: int, session_size: int = 0, separate: bool = Fal
     rng = random.Random(0)
     mnemo.model.uuid = SimpleNamespace(uuid4=lambda: uuid.UUID(int=rng.getrandbits(128)))
     mem = mnemo.Memory.open(":memory:", embedder="hash", clock=SimulatedClock("2025-06-01"))
-    chained = bool(session_size) and "session" in inspect.signature(mem.add_many).parameters
+    insert = getattr(mem, "insert_many", None) or mem.add_many
+    chained = bool(session_size) and "session" in inspect.signature(insert).parameters
     t0 = time.perf_counter()
     if chained:
         for k in range(0, n, session_size):
             metas = [{"speaker": "Ann" if j % 2 else "Bo", "addressees": ["Bo" if j % 2 else "Ann"]}
                      for j in range(len(texts[k:k + session_size]))]
-            mem.add_many(texts[k:k + session_size], user="u", session=f"s{k // session_size}", metas=metas)
+            insert(texts[k:k + session_size], user="u", session=f"s{k // session_size}", metas=metas)
     else:
-        mem.add_many(texts, user="u")
+        insert(texts, user="u")
     build_s = time.perf_counter() - t0
     mem.recall(questions[0], user="u")
     stored = mem.store.con.execute("SELECT embedding FROM memories").to_arrow_table().column(0).combine_chunks()
@@ -159,7 +161,7 @@ def profile_side(n: int, n_queries: int, top: int = 35) -> str:
     texts = [turns[i] if i < len(turns) else f"{turns[i % len(turns)]} {turns[(i * 7 + 3) % len(turns)]}"
              for i in range(n)]
     mem = mnemo.Memory.open(":memory:", embedder="hash")
-    mem.add_many(texts, user="u")
+    mem.insert_many(texts, user="u")
     mem.recall(questions[0], user="u")
     prof, times = cProfile.Profile(), []
     for q in questions:

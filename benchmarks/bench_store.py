@@ -105,7 +105,7 @@ def profile_recall(n: int, queries: int = 50, top: int = 30) -> dict:
 
     path = Path(tempfile.mkdtemp()) / "profile.duckdb"
     with mnemo.Memory.open(path, embedder="hash") as mem:
-        mem.add_many(texts(n), user="u")
+        mem.insert_many(texts(n), user="u")
     mem = mnemo.Memory.open(path)
     asked = [QUESTIONS[i % len(QUESTIONS)] for i in range(queries)]
     qvecs = mem.embedder.embed(asked)

@@ -92,7 +92,7 @@ for size in {sizes!r}:
     if size:
         filler = [f"Filler memory number {{i}} about topic {{i % 97}}." for i in range(size)]
         for k in range(0, size, 5000):
-            mem.add_many(filler[k:k + 5000], user="others")
+            mem.insert_many(filler[k:k + 5000], user="others")
         # The fillers' BM25 postings are built by the first lexical search, as opening a saved store loads
         # them: made here, not inside the first timed turn (since round 5 of #20; before, that turn paid it).
         mem.recall("Where does Lisbon come in?", user="others")
@@ -114,7 +114,7 @@ for size in {sizes!r}:
     mem = mnemo.Memory.open(":memory:", embedder={embedder!r})
     if size:
         for k in range(0, size, 5000):
-            mem.add_many(filler[k:k + 5000], user="others")
+            mem.insert_many(filler[k:k + 5000], user="others")
         mem.recall("Where does Lisbon come in?", user="others")
     mem.remember("I live in Lisbon.", user="u", session="s", at=T0)
     t = time.perf_counter()
@@ -223,7 +223,7 @@ def profile_many(size: int, n_turns: int, top: int = 40) -> str:
     mem = mnemo.Memory.open(":memory:", embedder="hash")
     filler = [f"Filler memory number {i} about topic {i % 97}." for i in range(size)]
     for k in range(0, size, 5000):
-        mem.add_many(filler[k:k + 5000], user="others")
+        mem.insert_many(filler[k:k + 5000], user="others")
     mem.remember("I live in Lisbon.", user="u", session="s", at=t0)
     mem.recall("Where does Lisbon come in?", user="others")
     prof = cProfile.Profile()

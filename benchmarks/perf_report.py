@@ -6,7 +6,7 @@
 Per size, in one invocation, each side in its own subprocesses (so peak memory, ru_maxrss,
 is that side's alone):
 
-- mnemo (this venv): `Memory.add_many` bulk add with the precomputed vectors; the store is
+- mnemo (this venv): `Memory.insert_many` bulk insert with the precomputed vectors; the store is
   reopened and `Memory.recall` timed (recipes "dense" and the default hybrid), interleaved
   query by query with the numpy floor; `Memory.remember` on real plain sentences (offline
   extraction) with live MiniLM, and with the hash embedder in a hash store of the same size;
@@ -125,7 +125,7 @@ def mnemo_build(n: int, path: str, embedder: str) -> dict:
     step = -(-n // CHUNKS)
     for c in range(CHUNKS):
         sl = slice(c * step, min(n, (c + 1) * step))
-        mem.add_many(texts[sl], user="u", vectors=vecs[sl], at=T0 + timedelta(days=5 * c))
+        mem.insert_many(texts[sl], user="u", vectors=vecs[sl], at=T0 + timedelta(days=5 * c))
     took = time.perf_counter() - t0
     mem.close()
     return {"bulk_add_rows_per_s": n / took, "bulk_add_s": took, "peak_rss_build_mib": _rss()}

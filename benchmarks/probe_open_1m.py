@@ -47,7 +47,7 @@ def main() -> None:
         return
     out = {"rss_start": rss_mib()}
     with mnemo.Memory.open(":memory:", embedder="hash") as warm:
-        warm.add_many(["warm"], user="u0")
+        warm.insert_many(["warm"], user="u0")
         warm.recall("warm up", user="u0")
     out["rss_after_warmup"] = rss_mib()
     prof = cProfile.Profile()

@@ -108,12 +108,12 @@ def remember(text: str = typer.Argument(..., help="A conversation turn in plain 
 
 @app.command()
 def recall(query: str = typer.Argument(..., help="What the agent needs to know."), user: str = USER,
-           budget: int = typer.Option(None, "--budget", "-b", help="Token budget (default from the recipe)."),
+           budget_tokens: int = typer.Option(None, "--budget-tokens", "-b", help="Token budget (default from the recipe)."),
            trace: bool = typer.Option(False, help="Show every candidate and why it was or was not packed."),
            store: str = STORE, embedder: str = EMBEDDER, as_json: bool = JSON_OUT) -> None:
     """Pack the memories that matter for a query under a token budget."""
     with _open(store, embedder) as mem:
-        r = mem.recall(query, user=user, budget_tokens=budget)
+        r = mem.recall(query, user=user, budget_tokens=budget_tokens)
         if as_json:
             _dump(r)
             return
@@ -196,11 +196,11 @@ def memories_cmd(user: str = typer.Option(None, "--user", "-u", help="Whose memo
 
 @app.command()
 def answer(question: str = typer.Argument(..., help="A question about what the user said."), user: str = USER,
-           budget: int = typer.Option(None, "--budget", "-b", help="Token budget (default from the recipe)."),
+           budget_tokens: int = typer.Option(None, "--budget-tokens", "-b", help="Token budget (default from the recipe)."),
            store: str = STORE, embedder: str = EMBEDDER, llm: str = LLM, as_json: bool = JSON_OUT) -> None:
     """Answer from the recalled memories, citing them; abstain when the record is silent."""
     with _open(store, embedder, llm) as mem:
-        a = mem.answer(question, user=user, budget_tokens=budget)
+        a = mem.answer(question, user=user, budget_tokens=budget_tokens)
         if as_json:
             _dump(a)
             return
@@ -275,7 +275,7 @@ def simulate_cmd(seed: int = typer.Option(0, help="Seed: fixes personas, schedul
                  session_every: float = typer.Option(7.0, help="Days between sessions."),
                  queries: int = typer.Option(2, help="Recalls per persona per session."),
                  trivia: int = typer.Option(2, help="Low-importance crumbs per persona per session."),
-                 budget: int = typer.Option(256, help="Token budget of every recall."),
+                 budget_tokens: int = typer.Option(256, help="Token budget of every recall."),
                  half_life: float = typer.Option(None, help="Episodic half-life in days (default from the recipe)."),
                  threshold: float = typer.Option(None, help="Decay threshold (default from the recipe)."),
                  recipe_name: str = typer.Option("default", "--recipe", help="Config recipe to start from."),
@@ -288,7 +288,7 @@ def simulate_cmd(seed: int = typer.Option(0, help="Seed: fixes personas, schedul
 
     params = {k: v for k, v in (("half_life_episodic_days", half_life), ("threshold", threshold)) if v is not None}
     sim = SimConfig(seed=seed, personas=personas, days=days, session_every_days=session_every,
-                    queries_per_session=queries, trivia_per_session=trivia, budget_tokens=budget)
+                    queries_per_session=queries, trivia_per_session=trivia, budget_tokens=budget_tokens)
     res = simulate(sim, Config.from_params(recipe_name, **params))
     if out is not None:
         if out.suffix == ".json":

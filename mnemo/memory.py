@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from datetime import datetime
@@ -192,13 +193,15 @@ class Memory:
             return kept[0][0]
         raise InvalidInput(f"add() stored nothing: {report.ignored[0][1] if report.ignored else 'no action'}")
 
-    def add_many(self, texts: Sequence[str], *, user: str, kind: str = "episodic", category: str = "event",
-                 metas: Sequence[dict[str, Any]] | None = None, at: datetime | None = None,
-                 vectors: np.ndarray | None = None, session: str | None = None, batch_size: int = 50_000) -> list[str]:
-        """Bulk-insert memories without reconciliation (imports, benchmarks); return their ids.
+    def insert_many(self, texts: Sequence[str], *, user: str, kind: str = "episodic", category: str = "event",
+                    metas: Sequence[dict[str, Any]] | None = None, at: datetime | None = None,
+                    vectors: np.ndarray | None = None, session: str | None = None,
+                    batch_size: int = 50_000) -> list[MemoryRecord]:
+        """Store texts verbatim as memories, without extraction or reconciliation; return the records made.
 
-        With `session`, the texts are one session's turns in the order said: each memory
-        records the session and `follows` the one before it (a link recall's `context_weight`
+        For transcripts, imports and benchmarks: nothing is compared with what is stored (that is
+        `remember_many`). With `session`, the texts are one session's turns in the order said: each
+        memory records the session and `follows` the one before it (a link recall's `context_weight`
         reads, so a turn shares its neighbours' relevance).
         """
         validate.name(user, "user")
@@ -210,21 +213,27 @@ class Memory:
             if metas:
                 validate.meta(metas[k], f"metas[{k}]")
         now = self._now(at)
-        ids: list[str] = []
+        made: list[MemoryRecord] = []
         for start in range(0, len(texts), batch_size):
             chunk = list(texts[start:start + batch_size])
             vecs = vectors[start:start + batch_size] if vectors is not None else self.embedder.embed(chunk)
             recs = [MemoryRecord(id=new_id("m"), user=user, text=t, kind=kind, category=category,
                                  created_at=now, valid_from=now, source="user", session=session,
                                  meta=dict(metas[start + k]) if metas else {}) for k, t in enumerate(chunk)]
-            chain = [*ids[-1:], *(r.id for r in recs)]
+            chain = [r.id for r in (*made[-1:], *recs)]
             with self.store.transaction():
                 self.store.insert_memories(recs, vecs)
                 if session is not None:
                     self.store.insert_links([Link(later, earlier, "follows", now)
                                              for earlier, later in itertools.pairwise(chain)])
-            ids.extend(r.id for r in recs)
-        return ids
+            made.extend(recs)
+        return made
+
+    def add_many(self, texts: Sequence[str], **kwargs: Any) -> list[str]:
+        """Deprecated: `insert_many`, which returns the records; this returns their ids."""
+        warnings.warn("Memory.add_many is deprecated: use Memory.insert_many (it returns the records)",
+                      DeprecationWarning, stacklevel=2)
+        return [r.id for r in self.insert_many(texts, **kwargs)]
 
     def forget(self, memory_id: str | None = None, *, query: str | None = None, user: str | None = None,
                reason: str = "user asked", dry_run: bool = False) -> list[MemoryRecord]:

@@ -1,6 +1,6 @@
 """What may enter the store: one check of every text, name and `meta` value, shared by every door.
 
-The library (`Memory.remember`, `add`, `add_many`, `recall`, `forget`, ...), the HTTP and MCP
+The library (`Memory.remember`, `add`, `insert_many`, `recall`, `forget`, ...), the HTTP and MCP
 request models (`server.inputs`) and the import of an export (`portable`) all refuse input
 through these functions, so they refuse the same things with the same message, as
 `InvalidInput`, before anything is committed. What is refused and why:

@@ -415,7 +415,7 @@ def said_in_order(memories: Sequence[MemoryRecord], at: datetime) -> list[Link]:
 
     A clause leans on its turn ("It stands for love, faith and strength." after "This necklace is
     super special to me."): recall lends a memory its neighbours' relevance (`ranking.in_context`),
-    as it does a session's raw turns (`Memory.add_many`).
+    as it does a session's raw turns (`Memory.insert_many`).
     """
     return [Link(later.id, earlier.id, "follows", at) for earlier, later in itertools.pairwise(memories)]
 

@@ -72,9 +72,9 @@ def test_recall_ranks_what_was_said_in_the_named_time_first():
     t0 = datetime(2022, 1, 10, tzinfo=timezone.utc)
     mem = mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(t0 + timedelta(days=400)))
     try:
-        jan = mem.add_many(["Joanna: I watched a movie with my brother, a comedy."], user="c", at=t0)[0]
-        may = mem.add_many(["Joanna: Finally watched the movie you recommended!"], user="c",
-                           at=datetime(2022, 5, 1, tzinfo=timezone.utc))[0]
+        jan = mem.insert_many(["Joanna: I watched a movie with my brother, a comedy."], user="c", at=t0)[0].id
+        may = mem.insert_many(["Joanna: Finally watched the movie you recommended!"], user="c",
+                              at=datetime(2022, 5, 1, tzinfo=timezone.utc))[0].id
         question = "What movie did Joanna watch with her brother on 1 May, 2022?"
         scoped = mem.recall(question, user="c", budget_tokens=500)
         assert scoped.memories[0].id == may and scoped.provenance["time_scope"]
@@ -91,8 +91,8 @@ def test_recall_is_unsure_when_only_someone_else_did_what_is_asked():
         texts = [("Mel", "I ran a charity race for mental health and realised self-care really matters."),
                  ("Caro", "That's amazing! I went to a support group meeting yesterday."),
                  ("Caro", "I love painting sunsets with my friends.")]
-        mem.add_many([f"{s}: {t}" for s, t in texts], user="c", at=t0,
-                     metas=[{"speaker": s, "addressees": ["Caro" if s == "Mel" else "Mel"]} for s, _ in texts])
+        mem.insert_many([f"{s}: {t}" for s, t in texts], user="c", at=t0,
+                        metas=[{"speaker": s, "addressees": ["Caro" if s == "Mel" else "Mel"]} for s, _ in texts])
         right = mem.recall("What did Mel realise after the charity race?", user="c", budget_tokens=300)
         wrong = mem.recall("What did Caro realise after the charity race?", user="c", budget_tokens=300)
         assert right.provenance["evidence_top"] > wrong.provenance["evidence_top"]

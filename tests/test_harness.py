@@ -168,7 +168,7 @@ def test_naive_rag_ranks_by_similarity_and_skips_what_does_not_fit():
 def test_bench_ranking_is_recalls_fused_order():
     mem = bench.Bench(["hybrid"], HashEmbedder(), "offline").open(T0 + timedelta(days=1))["hybrid"]
     texts = ["Alice moved to Lisbon in May.", "Bob likes sailing.", "Lisbon trams are yellow.", "Cats sleep a lot."]
-    mem.add_many(texts, user="u", metas=[{"dia_id": f"D1:{i}"} for i in range(4)], at=T0)
+    mem.insert_many(texts, user="u", metas=[{"dia_id": f"D1:{i}"} for i in range(4)], at=T0)
     ranked = bench.ranking(mem, "When did Alice move to Lisbon?", user="u")
     assert mem.get(ranked[0][0]).meta["dia_id"] == "D1:0"
     assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)

@@ -300,16 +300,27 @@ def test_things_a_claim_names_beside_its_value_keep_two_facts_apart(mem):
     assert "We run Redis for the session cache." in active_texts(mem)
 
 
-def test_add_many_chains_one_sessions_turns_and_recall_reads_a_turn_with_its_neighbours():
+def test_insert_many_returns_the_records_it_made_and_add_many_still_works_with_a_warning():
+    with mnemo.Memory.open(":memory:", embedder="hash") as mem:
+        made = mem.insert_many(["Ann: I lost my keys.", "Bo: Check the car."], user="c", metas=[{"n": 1}, {"n": 2}])
+        assert [(r.text, r.meta, r.kind, r.status) for r in made] == [
+            ("Ann: I lost my keys.", {"n": 1}, "episodic", "active"), ("Bo: Check the car.", {"n": 2}, "episodic", "active")]
+        assert [mem.get(r.id).text for r in made] == [r.text for r in made]
+        with pytest.warns(DeprecationWarning, match="insert_many"):
+            ids = mem.add_many(["Ann: Found them."], user="c")
+        assert mem.get(ids[0]).text == "Ann: Found them."
+
+
+def test_insert_many_chains_one_sessions_turns_and_recall_reads_a_turn_with_its_neighbours():
     t0 = datetime(2023, 5, 1, tzinfo=timezone.utc)
     mem = mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(t0 + timedelta(days=2)))
     try:
         asked = ["Caroline: How is the new job going? What do you do there all day?",
                  "Mel: I look after the rescued dogs at the animal shelter.", "Caroline: That sounds lovely."]
         other = ["Mel: My sister got a new job in the city.", "Caroline: Good for her!", "Mel: She starts on Monday."]
-        ids = mem.add_many(asked, user="c", session="s1", at=t0, batch_size=2)  # the chain crosses batches
-        ids2 = mem.add_many(other, user="c", session="s2", at=t0)
-        plain = mem.add_many(["Mel: unrelated", "Mel: also unrelated"], user="c", at=t0)  # no session, no chain
+        ids = [r.id for r in mem.insert_many(asked, user="c", session="s1", at=t0, batch_size=2)]  # the chain crosses batches
+        ids2 = [r.id for r in mem.insert_many(other, user="c", session="s2", at=t0)]
+        plain = [r.id for r in mem.insert_many(["Mel: unrelated", "Mel: also unrelated"], user="c", at=t0)]  # no session, no chain
         follows = {(x.src, x.dst) for x in mem.store.links(ids + ids2 + plain, ("follows",))}
         assert follows == {(ids[1], ids[0]), (ids[2], ids[1]), (ids2[1], ids2[0]), (ids2[2], ids2[1])}
         assert {mem.store.get(i).session for i in ids} == {"s1"}

@@ -49,8 +49,8 @@ def searches(mem: Memory) -> list:
 def build(path: Path, n: int = 300, **kw) -> list:
     """Write a store, search it (so postings exist), close it (so they are saved); return its search results."""
     with Memory.open(path, embedder="hash:32", **kw) as mem:
-        mem.add_many(texts(n), user="u")
-        mem.add_many(texts(n // 3, seed=1), user="v")
+        mem.insert_many(texts(n), user="u")
+        mem.insert_many(texts(n // 3, seed=1), user="v")
         found = searches(mem)
     assert persist.sidecar(str(path)).exists()
     return found
@@ -157,7 +157,7 @@ def test_the_ivf_lists_are_taken_back_without_k_means(tmp_path, monkeypatch):
 
 def test_memory_and_read_only_stores_save_nothing(tmp_path):
     with Memory.open(":memory:", embedder="hash:32") as mem:
-        mem.add_many(texts(50), user="u")
+        mem.insert_many(texts(50), user="u")
         mem.store.search_lexical("cats", 3, user="u")
         assert mem.store.save_indexes() is False
     path = tmp_path / "m.duckdb"
@@ -187,14 +187,14 @@ def test_the_index_is_mapped_back_as_it_was_closed_and_rebuilt_when_its_file_is_
     monkeypatch.setattr(ann.IvfIndex, "TAIL_MIN", 50)
     path = tmp_path / "m.duckdb"
     with Memory.open(path, embedder="hash:32", index=kind) as mem:
-        mem.add_many(texts(400), user="u")
-        mem.add_many(texts(30, seed=1), user="v")  # IVF: a tail, kept as it was
+        mem.insert_many(texts(400), user="u")
+        mem.insert_many(texts(30, seed=1), user="v")  # IVF: a tail, kept as it was
         found, state = searches(mem), _index_state(mem.store.index)
     (matrix,) = persist.matrix_files(str(path))
     with Memory.open(path, index=kind) as mem:
         assert isinstance(mem.store.index._vecs, np.memmap)
         assert _index_state(mem.store.index) == state and searches(mem) == found
-        mem.add_many(texts(5, seed=2), user="u")  # appends leave the mapped file alone
+        mem.insert_many(texts(5, seed=2), user="u")  # appends leave the mapped file alone
         grown = searches(mem)
     assert persist.matrix_files(str(path)) != [matrix] and not matrix.exists()  # the new save replaced it
     (matrix,) = persist.matrix_files(str(path))

@@ -16,7 +16,7 @@ def test_a_memory_written_by_a_killed_process_is_found_by_id_after_reopening(tmp
     # read store_meta (Memory.open with no embedder) and closed: memories() listed the row, get() did not find it.
     path = tmp_path / "m.duckdb"
     with Memory.open(path, embedder="hash:32") as mem:
-        mem.add_many([f"memory {i} about cats" for i in range(30)], user="u")
+        mem.insert_many([f"memory {i} about cats" for i in range(30)], user="u")
     code = (f"import os, sys; sys.path.insert(0, {str(ROOT)!r})\n"
             "from mnemo.memory import Memory\n"
             f"mem = Memory.open({str(path)!r})\n"
@@ -33,7 +33,7 @@ def test_a_memory_written_by_a_killed_process_is_found_by_id_after_reopening(tmp
 def test_a_store_open_for_writing_in_this_process_can_be_opened_again_without_naming_its_embedder(tmp_path):
     path = tmp_path / "m.duckdb"
     with Memory.open(path, embedder="hash:32") as first:
-        first.add_many(["x y"], user="u")
+        first.insert_many(["x y"], user="u")
         again = Memory.open(path)
         assert again.embedder.name == "hash-bow-32"
         again.close()

@@ -89,8 +89,8 @@ def test_recall_with_a_reranker_orders_by_it_and_says_so(tmp_path):
     try:
         turns = [("Melanie", "Caroline", "Melanie: Last weekend I did something for my mental health: a race."),
                  ("Caroline", "Melanie", "Caroline: I went to a support group.")]
-        ids = mem.add_many([t for _, _, t in turns], user="c", session="s1", at=t0,
-                           metas=[{"speaker": s, "addressees": [a]} for s, a, _ in turns])
+        ids = [r.id for r in mem.insert_many([t for _, _, t in turns], user="c", session="s1", at=t0,
+                                             metas=[{"speaker": s, "addressees": [a]} for s, a, _ in turns])]
         # Both retrievers put Melanie's turn first; a reranker that only reads "the question names the
         # speaker" puts Caroline's first.
         path = tmp_path / "speaker.json"

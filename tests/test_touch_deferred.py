@@ -86,7 +86,7 @@ def test_many_waiting_touches_are_written_without_waiting_for_close(tmp_path, mo
 def test_reinforcement_survives_a_killed_process_and_counts_once(tmp_path):
     path = tmp_path / "m.duckdb"
     with Memory.open(path, embedder="hash:32") as mem:
-        mem.add_many(["The zebra lives in the garden shed", "Cats sleep on the sofa"], user="u")
+        mem.insert_many(["The zebra lives in the garden shed", "Cats sleep on the sofa"], user="u")
     code = (f"import os, sys; sys.path.insert(0, {str(ROOT)!r})\n"
             "from mnemo.memory import Memory\n"
             f"mem = Memory.open({str(path)!r})\n"

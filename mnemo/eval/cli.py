@@ -47,7 +47,7 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
                                              "on every conversation to this JSON file (mnemo/recipes/rerankers/)."),
           claim_keys: bool = typer.Option(False, "--claim-keys", help="with --folds: also index each turn's parsed "
                                           "claims as keys pointing at the turn (mnemo/eval/bench/keys.py)."),
-          budget: int = typer.Option(None, help="beam / mquake / prefeval / meme: recall budget in tokens "
+          budget: int = typer.Option(None, "--budget-tokens", help="beam / mquake / prefeval / meme: recall budget in tokens "
                                      "(default 512, 64, 512, 512)."),
           write: str = typer.Option(None, help="mquake: how edits are written: structured (default) | text. "
                                     "locomo / realtalk / beam: 'remember' runs the conversations through the write "

@@ -14,7 +14,7 @@ Labelled questions, each asked of a store holding its conversation:
   Caroline learning?"), or the person named is swapped for a name the conversation never says.
 
 Each conversation is stored in ways that cover the stores recall meets: its turns as said
-(`Memory.add_many`, "Name: text") and, for LoCoMo and REALTALK, through the write path
+(`Memory.insert_many`, "Name: text") and, for LoCoMo and REALTALK, through the write path
 (`remember_many`, speakers named), whole (hundreds of turns); and sessions alone (a few dozen
 turns: `SESSIONS` of each conversation, as said and through the write path), asked the questions
 whose evidence is all in that session (answerable), their near misses, and as many questions whose

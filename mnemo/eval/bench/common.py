@@ -308,10 +308,10 @@ def add_turns(writer: Any, conv: datasets.Conversation, times: Sequence[datetime
     pos = 0
     for s, when in zip(conv.sessions, times, strict=True):
         n = len(s.turns)
-        ids = writer.add_many([t.document for t in s.turns], user=conv.id, kind="episodic", category="event",
-                              metas=[{"dia_id": t.dia_id, **turn_meta(t, conv)} for t in s.turns], at=when,
-                              vectors=vecs[pos:pos + n], session=f"{conv.id}/{s.id}")
-        dia_of.update(zip(ids, (t.dia_id for t in s.turns), strict=True))
+        made = writer.insert_many([t.document for t in s.turns], user=conv.id, kind="episodic", category="event",
+                                 metas=[{"dia_id": t.dia_id, **turn_meta(t, conv)} for t in s.turns], at=when,
+                                 vectors=vecs[pos:pos + n], session=f"{conv.id}/{s.id}")
+        dia_of.update(zip((r.id for r in made), (t.dia_id for t in s.turns), strict=True))
         pos += n
     return dia_of
 

@@ -36,7 +36,7 @@ def run_dialog(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid"), 
     """Return turn- and session-level retrieval and budgeted recall on LoCoMo or REALTALK, by category.
 
     Every turn of both speakers is stored as an episodic memory with meta {"dia_id"} (bulk
-    `add_many`, one store per conversation, the session's date as its time). Per question and
+    `insert_many`, one store per conversation, the session's date as its time). Per question and
     recipe, the ranking is `ranking` (recall's fused candidates); ir-measures gives R@5, R@10,
     nDCG@10 and RR against the cleaned evidence turns, and again over sessions (S_*, the turn
     ranking collapsed to sessions in order of first appearance, gold = the evidence's sessions).

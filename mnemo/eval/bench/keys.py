@@ -54,9 +54,9 @@ def add_keys(writer: Any, conv: datasets.Conversation, times: Sequence[datetime]
                 texts.append(key)
                 metas.append({"key_of": turn_of[t.dia_id], "dia_id": t.dia_id, "speaker": t.speaker})
         if texts:
-            ids = writer.add_many(texts, user=conv.id, kind="episodic", category="event", metas=metas, at=when,
-                                  vectors=embed(texts))
-            key_of.update(zip(ids, (m["key_of"] for m in metas), strict=True))
+            made = writer.insert_many(texts, user=conv.id, kind="episodic", category="event", metas=metas, at=when,
+                                     vectors=embed(texts))
+            key_of.update(zip((r.id for r in made), (m["key_of"] for m in metas), strict=True))
     return key_of
 
 

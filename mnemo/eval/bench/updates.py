@@ -231,9 +231,9 @@ def run_prefeval(recipes: Sequence[str] = ("default",), *, limit: int | None = N
                     if t.role == "user":
                         bench.remember(w, t.text, t.dia_id, user=conv.id, session="S1", at=at)
                     else:
-                        w.add_many([t.text], user=conv.id, metas=[{"dia_id": t.dia_id}], at=at)
+                        w.insert_many([t.text], user=conv.id, metas=[{"dia_id": t.dia_id}], at=at)
                 if noise:
-                    w.add_many([t.text for t in noise], user=conv.id, metas=[{"dia_id": t.dia_id} for t in noise],
+                    w.insert_many([t.text for t in noise], user=conv.id, metas=[{"dia_id": t.dia_id} for t in noise],
                                at=EPOCH + timedelta(hours=1), vectors=noise_vecs)
         for rname, mem in mems.items():
             for q in (q for q in ds.questions if q.category_name == topic):
