@@ -14,6 +14,7 @@ import pytest
 from conftest import require_data
 
 from mnemo.embed import make_embedder
+from mnemo.errors import ConfigError
 from mnemo.eval import bench, datasets
 from mnemo.eval.bench import updates as bench_updates
 
@@ -55,6 +56,27 @@ def test_locomo_retrieval_two_conversations(data_dir, minilm):
     assert main["hybrid"]["R@10"] > main["dense"]["R@10"]
     assert {"cat 5 adversarial", "cat 1 multi-hop"} <= {g.split(" | ")[1] for g in res.aggregates}
     assert res.checksums and res.params["dropped"] >= 0 and res.provenance["hybrid"]["embedder"] == minilm.name
+
+
+def test_session_stores_ask_each_session_what_it_holds_and_rank_within_it(data_dir):
+    """--scope session: a store per session, asked only the questions its turns answer; R@1 <= R@10 <= 1."""
+    ds = datasets.load("locomo")
+    conv = ds.conversations[0]
+    asked = [q for q in ds.questions if q.conversation_id == conv.id]
+    stores = bench.stores_of(conv, asked, "session")
+    assert 1 < len(stores) <= len(conv.sessions)
+    for part, times, qs in stores:
+        said = {t.dia_id for t in part.turns}
+        assert len(part.sessions) == len(times) == 1 and all(set(q.evidence) <= said for q in qs)
+    spanning = [q for q in asked if len({e.split(":")[0] for e in q.evidence}) > 1]
+    assert spanning and not {q.id for q in spanning} & {q.id for _, _, qs in stores for q in qs}
+    res = bench.run_locomo(("bm25",), limit=1, embedder="hash", budgets=(), scope="session")
+    assert len(res.rows) == sum(len(qs) for _, _, qs in stores) and res.params["scope"] == "session"
+    assert all(r["store_turns"] < 60 and r["R@1"] <= r["R@10"] for r in res.rows)
+    whole = bench.run_locomo(("bm25",), limit=1, embedder="hash", budgets=())
+    assert whole.aggregates["bm25 | main"]["RR"] < res.aggregates["bm25 | main"]["RR"], "a small store ranks easier"
+    with pytest.raises(ConfigError, match="scope"):
+        bench.run_locomo(("bm25",), limit=1, embedder="hash", budgets=(), scope="week")
 
 
 def test_realtalk_retrieval_and_budgeted_recall_one_chat(data_dir):

@@ -39,6 +39,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
           split: str = typer.Option("test", help="writes: the examples' split: dev | test | all."),
           budgets: str = typer.Option("256,512,1024,2048", help="locomo / realtalk: comma-separated budgets "
                                       "for budgeted recall ('' to skip it)."),
+          scope: str = typer.Option("conversation", help="locomo / realtalk: one store per conversation, or one "
+                                    "per session ('session': stores of 10-30 turns, asked what each session holds)."),
           folds: int = typer.Option(None, "--folds", help="locomo / realtalk: split conversations into N folds; "
                                     "choose the recipe on the other folds, score each held-out fold (no budgets)."),
           feature_rerank: bool = typer.Option(False, "--feature-rerank", help="with --folds: also fit a scikit-learn "
@@ -72,6 +74,7 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
         options.update(folds=folds, rerank=feature_rerank, save_reranker=save_reranker, claim_keys=claim_keys)
     elif benchmark in ("locomo", "realtalk"):
         options["budgets"] = tuple(int(b) for b in budgets.split(",") if b.strip())
+        options["scope"] = scope
     elif budget is not None:
         options["budget"] = budget
     if benchmark == "mquake":

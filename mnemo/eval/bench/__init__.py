@@ -38,7 +38,7 @@ from mnemo.eval.bench.common import (
     session_times,
     turn_meta,
 )
-from mnemo.eval.bench.dialog import DIALOG_KEYS, run_dialog, run_locomo, run_realtalk
+from mnemo.eval.bench.dialog import DIALOG_KEYS, SCOPES, run_dialog, run_locomo, run_realtalk, stores_of
 from mnemo.eval.bench.runner import (
     DEFAULT_RECIPES,
     FOLD_RECIPES,
@@ -53,8 +53,9 @@ from mnemo.eval.bench.runner import (
 BENCHMARKS = tuple(RUNNERS)
 
 __all__ = [
-    "BENCHMARKS", "BUDGETS", "DEFAULT_RECIPES", "DIALOG_KEYS", "EPOCH", "FOLD_RECIPES", "RUNNERS",
+    "BENCHMARKS", "BUDGETS", "DEFAULT_RECIPES", "DIALOG_KEYS", "EPOCH", "FOLD_RECIPES", "RUNNERS", "SCOPES",
     "SUMMARY_COLUMNS", "Bench", "BenchResult", "BenchStore", "CachedEmbedder", "Progress", "add_turns",
     "group_means", "guard", "hits", "hits_then", "narrow", "order", "ranking", "register", "run_benchmark",
-    "run_dialog", "run_eval", "run_locomo", "run_of", "run_realtalk", "session_times", "summary", "turn_meta",
+    "run_dialog", "run_eval", "run_locomo", "run_of", "run_realtalk", "session_times", "stores_of", "summary",
+    "turn_meta",
 ]
