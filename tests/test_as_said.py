@@ -185,3 +185,16 @@ def test_a_name_after_it_is_what_a_later_he_stands_for_and_a_name_is_read_whole(
     texts = [m.text for m in mem.memories("conv")]
     assert "Matt Patterson is so talented." in " ".join(texts), texts
     assert not any("Caroline" in t for t in texts if "talented" in t or "voice" in t), texts
+
+
+def test_a_lowercase_chat_handle_names_its_speaker_and_a_heading_does_not(mem):
+    """Chat exports write handles in lowercase ("priya: ..."): the line is the handle's, not the user's."""
+    mem.remember_many(["tomas: We finally booked the cabin for the long weekend.",
+                       "priya: I grew up two streets from that lake, my parents still live there."], user="conv")
+    texts = [m.text for m in mem.memories("conv")]
+    assert "Priya grew up two streets from that lake." in texts and "Priya's parents still live there." in texts, texts
+    assert not any("the user" in t for t in texts), texts
+    mem.remember("note: my passport expires in 2031.", user="mira")
+    assert [m.text for m in mem.memories("mira")] and not any(
+        m.meta.get("speaker") == "note" for m in mem.memories("mira"))
+

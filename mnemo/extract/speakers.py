@@ -3,7 +3,7 @@
     speaker_lines(text, user, context)   # [(Speaker("owen", "Owen"), "My daughter starts school in April.")]
 
 A turn of "Name: text" lines is a transcript (timestamps, bullets and quote marks before a name
-are tolerated); so is a turn said in a session whose turns are labelled. A lone label names a
+are tolerated, and a chat handle may be lowercase: "elise: ..."); so is a turn said in a session whose turns are labelled. A lone label names a
 speaker when it looks like a name and its line speaks in the first person. The user's own lines
 ("User:", "Me:", the user's name) are the user's; the assistant's lines are dropped.
 """
@@ -22,7 +22,8 @@ from . import entities
 # A transcript line: "Name: text", tolerating a bullet, a timestamp ("[09:03]", "09:03 -") and quote marks before
 # the name. The text after the colon starts with a non-space.
 _SPEAKER = re.compile(r"^\s*(?:[-*\u2022>]+\s*)?(?:[\[(]?\d{1,2}:\d{2}(?::\d{2})?\s*(?:[ap]\.?m\.?)?[\])]?\s*[-\u2013]?\s*)?"
-                      r"[\"'\u201c\u2018]?(?P<who>[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2})[\"'\u201d\u2019]?\s*:\s+(?P<text>\S.*)$")
+                      r"[\"'\u201c\u2018]?(?P<who>[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}|[a-z][\w.-]*)[\"'\u201d\u2019]?\s*:\s+"
+                      r"(?P<text>\S.*)$")
 
 
 _ASSISTANT = frozenset({"assistant", "ai", "bot", "agent", "system", "mnemo", "model", "gpt", "claude", "qwen"})
@@ -46,8 +47,18 @@ class Speaker:
 USER_SPEAKER = Speaker("user", "the user")
 
 
+def _label(line: str) -> re.Match | None:
+    """Return the match of a "Name: text" line; a lowercase label is a chat handle ("elise:", "dana:") unless it
+    is a note heading ("note:", "update:") or a function word."""
+    m = _SPEAKER.match(line)
+    if m is None or m["who"][:1].isupper():
+        return m
+    who = m["who"].lower()
+    return None if who in lexicon.words("heading_labels") or who in STOPWORDS else m
+
+
 def _labelled(text: str) -> list[re.Match | None]:
-    return [_SPEAKER.match(ln) for ln in text.splitlines() if ln.strip()]
+    return [_label(ln) for ln in text.splitlines() if ln.strip()]
 
 
 def _names_speaker(label: str, user: str | None, line: str = "") -> bool:
@@ -89,7 +100,7 @@ def speaker_lines(text: str, user: str | None, context: Sequence[Turn] = ()) -> 
     ("User:", "Me:", the user's own name) are the user's; the assistant's lines are dropped.
     """
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    labelled = [_SPEAKER.match(ln) for ln in lines]
+    labelled = [_label(ln) for ln in lines]
     if not any(labelled):
         return [(USER_SPEAKER, text)]
     transcript = sum(m is not None for m in labelled) >= 2 or any(
