@@ -198,3 +198,15 @@ def test_a_lowercase_chat_handle_names_its_speaker_and_a_heading_does_not(mem):
     assert [m.text for m in mem.memories("mira")] and not any(
         m.meta.get("speaker") == "note" for m in mem.memories("mira"))
 
+
+
+def test_what_a_person_is_like_adds_up_and_never_replaces_what_they_were_said_to_be_like(mem):
+    """A bare copula ("is very patient", "is a keen cyclist") says one of many properties: none supersedes another."""
+    mem.remember_many(["Noor: Ravi is very patient with kids.", "Noor: Ravi is a keen cyclist.",
+                       "Noor: Ravi is a great cook."], user="conv")
+    rows = mem.memories("conv", include_inactive=True)
+    assert all(m.status == "active" for m in rows), [(m.text, m.status) for m in rows]
+    assert len(rows) == 3
+    mem.remember("My manager is Helga.", user="mira")
+    mem.remember("My manager is Farid now.", user="mira")
+    assert [m.text for m in mem.memories("mira")] == ["The user's manager is Farid now."], "a named slot still holds one"

@@ -199,6 +199,10 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         noun, value_tokens = counted
         phrase, relation, vtype = noun.lemma_.lower(), False, "number"
     slot, single, table_category = canonical_slot(phrase, vtype, relation=relation)
+    if phrase in ("is", "is_a") and owner_slot is None:
+        # A bare copula says what a thing is like or is one of ("Elise is very passionate", "is a teacher"): a
+        # thing has many properties and kinds at once, so no one of them replaces another.
+        single = False
     if relation and phrase == f"{c.verb.lemma_.lower()}_by" and c.verb.lemma_.lower() in lexicon.words("maker_verbs"):
         # A made thing has one maker: a new one replaces the old.
         single = True
