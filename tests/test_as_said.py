@@ -210,3 +210,10 @@ def test_what_a_person_is_like_adds_up_and_never_replaces_what_they_were_said_to
     mem.remember("My manager is Helga.", user="mira")
     mem.remember("My manager is Farid now.", user="mira")
     assert [m.text for m in mem.memories("mira")] == ["The user's manager is Farid now."], "a named slot still holds one"
+
+
+@pytest.mark.parametrize("turn", ["My bike is a blue Trek 520.", "My watch is a gold Casio 5."])
+def test_a_model_number_is_part_of_the_name_and_not_a_second_thing(mem, turn):
+    """A number after a name is the model's ("a grey Mazda 3"), not a counted apposition ("bees, two hives")."""
+    (m,) = _said(mem, turn)
+    assert content_tokens(turn) <= content_tokens(m.text) | {"our", "my"}, m.text

@@ -472,8 +472,8 @@ def conjuncts(value: list[Token]) -> list[list[Token]]:
     """
     ids = {t.i for t in value}
     head = next((t for t in value if t.head.i not in ids or t.head.i == t.i), None)
-    conj = [k for k in head.children if k.i in ids and (k.dep_ == "conj" or k.dep_ == "appos" and any(
-        x.like_num for x in k.children))] if head is not None else []
+    conj = [k for k in head.children if k.i in ids and (k.dep_ == "conj" or k.dep_ == "appos" and _counted_apposition(
+        head, k))] if head is not None else []
     if not conj:
         return [value]
     later: list[Token] = []
@@ -488,6 +488,14 @@ def conjuncts(value: list[Token]) -> list[list[Token]]:
         out.append([x for x in subtree(k) if x.i in ids and x.i not in nested and x.dep_ != "cc"
                     and not (x.is_punct and x.i > k.i)])
     return [p for p in out if p]
+
+
+def _counted_apposition(head: Token, k: Token) -> bool:
+    """True for an apposition set off by a comma whose number counts it ("bees, two hives"), not a model
+    number read as one ("a grey Mazda 3")."""
+    doc = head.doc
+    comma = any(t.is_punct for t in doc[min(head.i, k.i) + 1:max(head.i, k.i)])
+    return comma and any(x.like_num and x.i < k.i for x in k.children)
 
 
 def other_conjuncts(parts: list[list[Token]], part: list[Token]) -> set[int]:
