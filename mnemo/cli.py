@@ -156,6 +156,17 @@ def history(memory_id: str = typer.Argument(..., help="A memory id."), store: st
 
 
 @app.command()
+def get(memory_id: str = typer.Argument(..., help="A memory id."), store: str = STORE, as_json: bool = JSON_OUT) -> None:
+    """Show one memory, active or tombstoned."""
+    with _open(store, read_only=True) as mem:
+        record = mem.get(memory_id)
+        if as_json:
+            _dump(record)
+            return
+        console.print(_memories_table("memory", [record]))
+
+
+@app.command()
 def forget(memory_id: str = typer.Argument(None, help="A memory id (or use --query)."),
            query: str = typer.Option(None, help="Forget what this names, e.g. 'my old address'."),
            user: str = typer.Option(None, "--user", "-u", help="Whose memories (with --query)."),
@@ -239,10 +250,11 @@ def decay(at: str = typer.Option(None, help="ISO time of the pass (default now).
 
 
 @app.command()
-def stats(store: str = STORE) -> None:
+def stats(user: str = typer.Option(None, "--user", "-u", help="One user's counts (default: the whole store)."),
+          store: str = STORE) -> None:
     """Counts by status, the store's embedder and schema version."""
     with _open(store, read_only=True) as mem:
-        _dump(mem.stats())
+        _dump(mem.stats(user))
 
 
 @app.command("repair")

@@ -370,8 +370,13 @@ class Memory:
             self.store.get(memory_id)  # raises NotFound for an unknown id
         return events
 
-    def stats(self) -> dict[str, Any]:
-        return {**self.store.stats(), "provenance": self.provenance()}
+    def stats(self, user: str | None = None) -> dict[str, Any]:
+        """Return the store's counts and where its models come from; with `user`, that user's counts only
+        (what a server may show a tenant: nothing about other users or the store's location)."""
+        provenance = self.provenance()
+        if user is not None:
+            provenance.pop("store")
+        return {**self.store.stats(user), "provenance": provenance}
 
     def __repr__(self) -> str:
         return f"Memory({self.store.path!r}, embedder={self.embedder.name!r}, llm={self.llm.mode!r})"

@@ -123,6 +123,7 @@ def test_tenants_cannot_read_or_write_each_other_on_any_route(app, a, b):
         ("GET", "/v1/memories/{memory_id}/history"): lambda: blind(b.get(f"/v1/memories/{fid}/history")),
         ("POST", "/v1/audit"): lambda: blind(b.post("/v1/audit", json={"user": "ops"})),
         ("POST", "/v1/memories/{memory_id}/restore"): lambda: blind(b.post(f"/v1/memories/{fid}/restore", json={})),
+        ("GET", "/v1/stats"): lambda: [blind(b.get("/v1/stats", params=p)) for p in ({}, {"user": "ops"})],
         ("POST", "/v1/decay"): lambda: blind(b.post("/v1/decay", json={"at": "2031-01-01T00:00:00+00:00"})),
         # B imports its own export again: it lands in B's store only, and A's is unchanged (checked below).
         ("POST", "/v1/import"): lambda: blind(b.post("/v1/import", params={"on_conflict": "skip"},
@@ -148,6 +149,10 @@ def test_tenants_cannot_read_or_write_each_other_on_any_route(app, a, b):
     assert after == mine
     assert b.get(f"/v1/memories/{fid}").status_code == 404
     assert a.get(f"/v1/memories/{fid}").json()["status"] == "active"
+    # A's counts are A's, and no tenant learns where its store lives on the server.
+    mine_now, ops = a.get("/v1/stats").json(), a.get("/v1/stats", params={"user": "ops"}).json()
+    assert mine_now["memories"] == len(mine) and ops["memories"] == 1 and ops["user"] == "ops"
+    assert ".duckdb" not in json.dumps([mine_now, ops]) and "path" not in mine_now
 
 
 def test_restore_decay_and_import_round_trip(tmp_path):

@@ -283,6 +283,22 @@ def test_memory_open_picks_the_backend_from_the_path(backend):
         Memory.open(path, backend="duckdb" if backend.name == "postgres" else "postgres")
 
 
+def test_stats_of_one_user_count_that_user_only_and_say_nothing_of_where_the_store_is(backend):
+    from mnemo.memory import Memory
+
+    path = backend.location("stats")
+    with Memory.open(path, embedder="hash", llm="offline") as mem:
+        mem.remember("I live in Glasgow.", user="ana")
+        mem.remember("I moved to Leeds in May.", user="ana")
+        mem.remember("My sister lives in Cork.", user="ben")
+        whole, ana = mem.stats(), mem.stats("ana")
+    assert whole["memories"] == 3 and whole["users"] == 2 and whole["path"]
+    assert (ana["user"], ana["memories"], ana["by_status"], ana["turns"]) == \
+        ("ana", 2, {"active": 1, "superseded": 1}, 2)
+    assert ana["active_by_kind"] == {"semantic": 1}
+    assert "path" not in ana and "store" not in ana["provenance"]
+
+
 @pytest.mark.postgres_only
 def test_many_writer_processes_at_once_on_postgres(pg_backend):
     path = pg_backend.location("w")

@@ -31,13 +31,13 @@ VERBS = {
     "restore": ("Memory.restore", "restore", "POST /v1/memories/{memory_id}/restore", "restore"),
     "history": ("Memory.history", "history", "GET /v1/memories/{memory_id}/history", "history"),
     "list": ("Memory.memories", "memories", "GET /v1/memories", "list_memories"),
-    "get": ("Memory.get", "- (history prints the memory)", "GET /v1/memories/{memory_id}", "get"),
+    "get": ("Memory.get", "get", "GET /v1/memories/{memory_id}", "get"),
     "audit": ("Memory.audit", "audit", "POST /v1/audit", "audit"),
     "assess": ("Memory.assess", "- (tools are Python objects)", "POST /v1/assess", "assess"),
     "decay": ("Memory.decay", "decay", "POST /v1/decay", "decay"),
     "export": ("Memory.export", "export", "GET /v1/export", "export"),
     "import": ("Memory.import_", "import", "POST /v1/import", "import"),
-    "stats": ("Memory.stats", "stats", "- (not yet: it names server paths)", "- (not yet: the same)"),
+    "stats": ("Memory.stats", "stats", "GET /v1/stats", "stats"),
     "repair": ("Memory.repair", "repair", "- (runs at open)", "- (runs at open)"),
 }
 # What the surfaces offer that is not a verb on memories: research, operations and serving.

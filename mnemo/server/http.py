@@ -8,8 +8,8 @@ Routes (all under /v1 need `Authorization: Bearer KEY`): POST remember, POST mem
 (add), POST recall, POST answer, POST forget (by id or query, dry_run), GET memories (list, with
 include_inactive and filters), GET memories/{id}, GET memories/{id}/history, POST
 memories/{id}/restore, POST decay (the decay pass, then the review of expired memories),
-POST import (a JSON export as the body, signed under the server's key when it has one), POST
-audit, POST assess (recall + trust verdict; tools are server-side config, and
+POST import (a JSON export as the body, signed under the server's key when it has one), GET stats (counts, one user's or the
+store's), POST audit, POST assess (recall + trust verdict; tools are server-side config, and
 without tools the verdict rests on provenance only), GET export (JSON Lines or
 Markdown, streamed). GET /healthz says the process is alive; GET /readyz says the
 stores open, that the quota counter answers (on PostgreSQL: the database) and, with a
@@ -80,6 +80,7 @@ from .inputs import (
     RememberIn,
     RestoreIn,
     Storable,
+    unlocated,
 )
 from .lockfile import serving
 from .tenants import BodyLimit, QuotaExceeded, ServerConfig, Tenant, Tenants
@@ -334,6 +335,12 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         """Return one memory, active or tombstoned."""
         with tenant.reading() as mem:
             return mem.get(memory_id)
+
+    @app.get("/v1/stats", tags=["read"])
+    def stats(tenant: Caller, user: Annotated[Name | None, Query()] = None) -> dict[str, Any]:
+        """Counts of memories (by status, active by kind) and turns: one user's, or the store's."""
+        with tenant.reading() as mem:
+            return unlocated(mem.stats(user))
 
     @app.get("/v1/memories/{memory_id}/history", response_model=EventList, tags=["read"])
     def history(memory_id: Name, tenant: Caller) -> Any:

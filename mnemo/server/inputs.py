@@ -149,6 +149,10 @@ class GetIn(Body):
     memory_id: Name
 
 
+class StatsIn(Body):
+    user: Name | None = Field(None, description="one user's counts (default: every user of the store)")
+
+
 class RestoreIn(Body):
     reason: Name = Field("restored", description="recorded on the event")
 
@@ -181,3 +185,10 @@ class ListIn(Body):
 class ExportIn(Body):
     user: Name | None = None
     fmt: Literal["json", "markdown"] = "json"
+
+
+def unlocated(stats: dict[str, Any]) -> dict[str, Any]:
+    """Return `Memory.stats` as a server shows it: without where the store lives on the server's disk."""
+    out = {k: v for k, v in stats.items() if k != "path"}
+    out["provenance"] = {k: v for k, v in stats.get("provenance", {}).items() if k != "store"}
+    return out

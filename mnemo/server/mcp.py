@@ -96,6 +96,7 @@ SERVER_TOOLS = (
              note="The export is given as the export tool returns it (its records), checked under the server's key."),
     ToolSpec("decay", "decay",
              note="Then each memory past its TTL is reviewed: kept or forgotten, with why."),
+    ToolSpec("stats", "stats", note="Where the store lives on the server is not said."),
 )
 
 
@@ -127,6 +128,8 @@ def run_tool(mem: Memory, spec: ToolSpec, kwargs: dict[str, Any], *, export_key:
         decayed = mem.decay(at=kwargs.get("at"))
         return {"decayed": [{"memory_id": i, "salience": s} for i, s in decayed],
                 "reviewed": to_jsonable(mem.review_expired(at=kwargs.get("at")))}
+    if spec.name == "stats":
+        return inputs.unlocated(mem.stats(kwargs.get("user")))
     value = getattr(mem, spec.method)(**kwargs)
     if isinstance(value, list):
         return {spec.result_key: to_jsonable(value)}
@@ -144,6 +147,7 @@ INPUTS: dict[str, type[BaseModel]] = {
     "history": inputs.HistoryIn, "list_memories": inputs.ListIn, "audit": inputs.AuditIn,
     "assess": inputs.RecallIn, "export": inputs.ExportIn, "add": inputs.AddIn, "answer": inputs.AnswerIn,
     "restore": inputs.RestoreArgs, "import": inputs.ImportIn, "get": inputs.GetIn, "decay": inputs.DecayIn,
+    "stats": inputs.StatsIn,
 }
 
 

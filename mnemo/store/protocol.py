@@ -73,8 +73,9 @@ class Store(Protocol):
     def reader(self) -> Store:
         """Return a store for one reading thread or stream; its `close` releases only what `reader` opened."""
 
-    def stats(self) -> dict[str, Any]:
-        """Return the location, schema version, embedder, dimension and counts (memories by status, turns, ...)."""
+    def stats(self, user: str | None = None) -> dict[str, Any]:
+        """Return the location, schema version, embedder, dimension and counts (memories by status, turns, ...);
+        with `user`, that user's counts only and no location."""
 
     # ----------------------------------------------------------------- writes
     def insert_turn(self, turn: Turn) -> None:

@@ -445,10 +445,26 @@ class SQLStore(StoredCounts):
         """What `stats` says about the similarity index, if the backend keeps one."""
         return {}
 
-    def stats(self) -> dict[str, Any]:
-        """Return the store's location, schema, embedder, index and counts of memories (by status), turns, ..."""
-        return {"path": self.path, "schema_version": self.schema_version, "embedder": self.embedder, "dim": self.dim,
-                **self._index_stats(), **self._counts()}
+    def stats(self, user: str | None = None) -> dict[str, Any]:
+        """Return the store's schema, embedder and counts of memories (by status), turns, ...
+
+        For the whole store also where it lives and its index; for one `user`, that user's counts only
+        (by status, active by kind, turns), and nothing about other users or where the store lives.
+        """
+        about = {"schema_version": self.schema_version, "embedder": self.embedder, "dim": self.dim}
+        if user is not None:
+            return {"user": user, **about, **self._user_counts(user)}
+        return {"path": self.path, **about, **self._index_stats(), **self._counts()}
+
+    def _user_counts(self, user: str) -> dict[str, Any]:
+        q = self.dialect.mark
+        by_status = dict(self._run(f"SELECT status, count(*) FROM memories WHERE user_id = {q} GROUP BY status",
+                                   [user]).fetchall())
+        by_kind = dict(self._run(f"SELECT kind, count(*) FROM memories WHERE user_id = {q} AND status = 'active' "
+                                 "GROUP BY kind", [user]).fetchall())
+        turns = self._run(f"SELECT count(*) FROM turns WHERE user_id = {q}", [user]).fetchone()[0]
+        return {"memories": sum(by_status.values()), "by_status": by_status, "active_by_kind": by_kind,
+                "turns": turns}
 
     def _counts(self) -> dict[str, Any]:
         by_status = dict(self._run("SELECT status, count(*) FROM memories GROUP BY status").fetchall())
