@@ -120,6 +120,12 @@ def slot_match(a: str | None, b: str | None, similarity: float = 0.0, threshold:
     return None
 
 
+def function_slot(slot: str | None) -> bool:
+    """Return True for a slot of function words only ("is", "is_a", "has"): it names no attribute."""
+    words = [w for w in re.split(r"[_\s:]+", slot or "") if w]
+    return bool(words) and all(w in STOPWORDS for w in words)
+
+
 def _slip(x: str, y: str) -> bool:
     """Return True when two words of six letters or more differ by two neighbouring letters swapped
     ("origianl" / "original", "univeristy" / "university"), the commonest typing slip. Other one-letter

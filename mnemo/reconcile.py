@@ -302,15 +302,17 @@ def features_of(r: _Row, js: list[int]) -> list[list[float]]:
 def replaces(c: Candidate, m: MemoryRecord, slot: str | None, declared: bool = False) -> bool:
     """Return True when structure lets the claim replace `m`'s value: what the model may then decide.
 
-    A denial ends the value it names. Otherwise the value must be of the same type as the old
-    one, or fill the same slot (a place never replaces a name); two slots the slot table keeps
-    apart never replace each other; and a value of a slot that holds several adds to the others
-    unless a change cue says it replaces one (never "I also speak Japanese"). A `declared` claim (a structured write whose
+    A denial ends the value it names under a slot that aligns with its own, or the whole value of
+    another. Otherwise the value must be of the same type as the old one, or fill the same slot (a
+    place never replaces a name); two slots the slot table keeps apart never replace each other; and
+    a value of a slot that holds several adds to the others unless a change cue says it replaces one
+    (never "I also speak Japanese"). A `declared` claim (a structured write whose
     caller named its attribute, `Memory.add`) replaces only memories of that attribute.
     """
     if match.negated(c) != match.negated(m):
-        # A denial ends only the value it names ("I don't eat meat" leaves "I am vegetarian" standing).
-        return bool(c.value) and match.holds(c.value, m.value, m.text)
+        # A denial ends only the value its own predicate said ("I don't eat meat" leaves "I am vegetarian"
+        # standing, and "I haven't played in years" leaves "I'm going skiing this year").
+        return bool(c.value) and _denies(c, m, aligned=slot is not None or not c.attribute)
     kind_c, kind_m = value_kind(c), value_kind(m)
     if not slot and (declared or kind_c and kind_m and kind_c != kind_m):
         return False
@@ -379,17 +381,48 @@ def _fitted(r: _Row, model: UpdateModel, judge: Judge, base: dict[str, Any]) -> 
     return _act(r, "add", None, "novel", base, max_sim=float(r.sims.max()) if r.sims.size else 0.0, **evidence)
 
 
+PROPER_KINDS = frozenset({"name", "place", "org", "group", "language", "identifier", "email", "url", "phone"})
+
+
+def _denies(c: Candidate, m: MemoryRecord, *, aligned: bool) -> bool:
+    """Return True when a claim of the other polarity names `m`'s value: the value it ends.
+
+    Under a slot aligned with its own, a value held or of the same kind; said with another verb,
+    the whole value ("It is not true that Acme built X" and "X was developed by Acme"), or a name
+    a lasting memory holds ("is a citizen of Peru"); a common word it merely shares is not that
+    ("I haven't played in years" and "I'm going skiing this year").
+    """
+    if same_value(c.value, m.value):
+        return True
+    if aligned:
+        return match.holds(c.value, m.value) or match.same_kind(c.value, m.value)
+    return value_kind(c) in PROPER_KINDS and m.kind != "episodic" and match.holds(c.value, m.value)
+
+
 def _retracted(r: _Row, pool: list[int]) -> list[int]:
-    """Return the positive memories a negated claim retracts (rule 4)."""
+    """Return the positive memories a negated claim retracts (rule 4).
+
+    A negation takes back what its own predicate said: a memory whose value it denies (`_denies`:
+    "I no longer work at Acme"), or whose relation its value names ("I gave up smoking"). Without
+    a value it names only its predicate, so it takes back that slot and the habits whose slot it
+    begins ("I don't cycle any more" ends "I cycle to work"), and never a bare copula's, whose
+    content is the complement it lacks ("I haven't been there yet" says nothing of "I'm good").
+    """
     c, a = r.c, r.active
     positive = [j for j in pool if not match.negated(a[j])]
-    by_slot = [j for j, _ in _aligned(r, positive)] if c.attribute else []
-    hits = [j for j in by_slot if not c.value or match.holds(c.value, a[j].value) or match.same_kind(c.value, a[j].value)]
-    if c.value:
-        hits += [j for j in positive if j not in hits and match.holds(c.value, a[j].value)]
-        # "I gave up smoking" ends "I smoke roll-ups": the value names the stored relation itself.
-        hits += [j for j in positive if j not in hits and match.names_relation(c.value, a[j].attribute)]
-    return hits
+    if not c.value:
+        aligned = _aligned(r, positive) if c.attribute else []
+        # It denies its predicate whatever followed it: "I don't cycle any more" ends the habit "I cycle to
+        # work", not an event that happened ("I flew to Rome last week").
+        return [j for j, level in aligned if not match.function_slot(c.attribute) and (
+            level == "exact" or level == "prefix" and len(c.attribute) < len(a[j].attribute or "")
+            and a[j].kind != "episodic")]
+    # With its value, a denial also reaches a slot its own qualifies ("I don't drink coffee", a drink preference).
+    aligned = _aligned(r, positive, qualified=True) if c.attribute else []
+    slotted = {j for j, _ in aligned}
+    hits = [j for j in positive if _denies(c, a[j], aligned=j in slotted)]
+    # "I gave up smoking" ends "I smoke roll-ups": the value names the stored relation itself.
+    return hits + [j for j in positive if j not in hits and match.names_relation(c.value, a[j].attribute)]
 
 
 def _conflict(c: Candidate, m: MemoryRecord, slot: str | None) -> str | None:

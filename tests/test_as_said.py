@@ -217,3 +217,23 @@ def test_a_model_number_is_part_of_the_name_and_not_a_second_thing(mem, turn):
     """A number after a name is the model's ("a grey Mazda 3"), not a counted apposition ("bees, two hives")."""
     (m,) = _said(mem, turn)
     assert content_tokens(turn) <= content_tokens(m.text) | {"our", "my"}, m.text
+
+
+@pytest.mark.parametrize("first, then, retracted", [
+    ("I'm heading to a ski lodge in Banff this winter.", "I haven't skated in ages.", False),
+    ("I'm fine, thanks for checking in.", "I haven't been there yet.", False),
+    ("I adore experimenting with bold lipstick shades.", "I can't wait to try it out.", False),
+    ("I totally agree with your plan.", "I couldn't agree more.", False),
+    ("I took the train from Lyon to Paris last weekend.", "I haven't taken a plane recently.", False),
+    ("These days I'm mostly a fan of rugby and cricket.", "I used to play rugby at school.", False),
+    ("I cycle to work.", "I don't cycle any more.", True),
+    ("I rent a flat in Dundee.", "I no longer rent a flat in Dundee.", True),
+    ("I keep chickens.", "I've stopped keeping chickens.", True),
+])
+def test_a_denial_takes_back_only_what_its_own_predicate_said(first, then, retracted):
+    """A negation retracts the memory whose slot it shares (and whose value it names), nothing it merely echoes."""
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        m.remember(f"Ines: {first}", user="chat", at=T0)
+        m.remember(f"Ines: {then}", user="chat", at=T0 + timedelta(days=1))
+        gone = [r for r in m.memories("chat", include_inactive=True) if r.status != "active"]
+    assert bool(gone) == retracted, [(r.text, r.status_reason) for r in gone]

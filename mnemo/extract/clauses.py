@@ -152,6 +152,16 @@ def _negates(tok: Token) -> bool:
     return False
 
 
+def _most_by_negation(verb: Token) -> bool:
+    """Return True for a negated "could" with an upward comparative of degree: it says there is no more to have.
+
+    A downward one keeps its negation ("I couldn't care less" is not caring).
+    """
+    could = any(k.dep_ == "aux" and k.lower_ == "could" for k in verb.children)
+    return could and any(k.tag_ in ("RBR", "JJR") and k.lower_ not in ("less", "fewer", "worse")
+                         and k.dep_ in ("advmod", "acomp") for k in verb.children)
+
+
 def _aspect_chain(head: Token) -> tuple[Token, str | None, bool]:
     """Return (lexical verb, aspect, negated on the way) after following aspectual heads to their verb."""
     verb, aspect, negated = head, None, _negates(head)
@@ -243,6 +253,9 @@ def analyse(head: Token, inherited: Token | None, sent: Any, skip_heads: set[int
                                    or (t.lower_ == "that" and t.dep_ in ("nsubj", "dobj", "nsubjpass"))), None)
     if aspect == "negate":
         negated = c.negated = True
+    if c.negated and _most_by_negation(verb):
+        # "I couldn't agree more", "it couldn't be better": no degree beyond it, so it asserts the most.
+        c.negated = False
     if verb.lemma_.lower() in lexicon.words("negative_verbs") and c.negated and aspect != "negate":
         # "Idris never misses judo": a negated negative verb affirms.
         c.negated = False
