@@ -227,7 +227,7 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
         hits = _retracted(r, retirable)
         if hits:
             return [_act(r, "supersede", j, f"retracted: {c.text}", base, match="negation") for j in hits]
-    if c.attribute and can_retire and not neg:
+    if c.attribute and can_retire and not neg and not c.meta.get("additive"):
         aligned = _aligned(r, retirable)
         group = [j for j, _ in aligned]
         # A slot that holds one value (the slot table's cardinality) takes the new one in place of the old; with a
@@ -305,14 +305,17 @@ def replaces(c: Candidate, m: MemoryRecord, slot: str | None, declared: bool = F
     A denial ends the value it names under a slot that aligns with its own, or the whole value of
     another. Otherwise the value must be of the same type as the old one, or fill the same slot (a
     place never replaces a name); two slots the slot table keeps apart never replace each other; and
-    a value of a slot that holds several adds to the others unless a change cue says it replaces one
-    (never "I also speak Japanese"). A `declared` claim (a structured write whose
+    a value of a slot that holds several adds to the others unless a change cue says it replaces one,
+    and a value said with an additive particle ("too", "also") never replaces another. A `declared` claim (a structured write whose
     caller named its attribute, `Memory.add`) replaces only memories of that attribute.
     """
     if match.negated(c) != match.negated(m):
         # A denial ends only the value its own predicate said ("I don't eat meat" leaves "I am vegetarian"
         # standing, and "I haven't played in years" leaves "I'm going skiing this year").
         return bool(c.value) and _denies(c, m, aligned=slot is not None or not c.attribute)
+    if c.meta.get("additive"):
+        # "Greece is on my list too", "I also speak Japanese": an additive particle says the value joins the others.
+        return False
     kind_c, kind_m = value_kind(c), value_kind(m)
     if not slot and (declared or kind_c and kind_m and kind_c != kind_m):
         return False

@@ -237,3 +237,13 @@ def test_a_denial_takes_back_only_what_its_own_predicate_said(first, then, retra
         m.remember(f"Ines: {then}", user="chat", at=T0 + timedelta(days=1))
         gone = [r for r in m.memories("chat", include_inactive=True) if r.status != "active"]
     assert bool(gone) == retracted, [(r.text, r.status_reason) for r in gone]
+
+
+@pytest.mark.parametrize("first, then", [
+    ("Lisbon is on my travel list.", "Kyoto is on my travel list too."),
+    ("My go-to dessert is tiramisu.", "My go-to dessert is also panna cotta."),
+])
+def test_a_value_said_with_too_or_also_joins_the_others(mem, first, then):
+    """An additive particle says the new value is one more, whatever the slot would hold otherwise."""
+    kept = _said(mem, first, then)
+    assert len(kept) == 2 and all(m.status == "active" for m in kept), [(m.text, m.status) for m in kept]
