@@ -43,6 +43,15 @@ def hard(k: str) -> bool:
     return bool(RECORD_ID.fullmatch(k) or _DIGIT.search(k))
 
 
+def possessions_apart(a: str | None, b: str | None) -> bool:
+    """Return True for two things one owner has under different nouns ("emi's cat", "emi's dog"): two things."""
+    ka, kb = key(a) or "", key(b) or ""
+    if "'s " not in ka or "'s " not in kb:
+        return False
+    (owner_a, thing_a), (owner_b, thing_b) = ka.rsplit("'s ", 1), kb.rsplit("'s ", 1)
+    return owner_a == owner_b and thing_a.split()[-1:] != thing_b.split()[-1:]
+
+
 def entity_match(a: str | None, b: str | None) -> str | None:
     """Return "same", "alias" or None for two entity keys (see the module docstring)."""
     ka, kb = key(a), key(b)

@@ -282,8 +282,10 @@ def pool(r: _Row) -> list[int]:
             continue
         m = a[j]
         theirs = set(m.references) | {m.record_id} - {None}
-        if not r.entity(j) and (ids and theirs and not ids & theirs or hard and match.hard(match.key(m.subject) or "")):
-            # Two identifiers, or two numbered things, are two records: never one updating the other.
+        if not r.entity(j) and (ids and theirs and not ids & theirs or hard and match.hard(match.key(m.subject) or "")
+                                or match.possessions_apart(c.subject, m.subject)):
+            # Two identifiers, two numbered things, or two things of one owner ("my cat", "my dog") are two
+            # records: never one updating the other.
             continue
         if r.entity(j) or ids & theirs or (float(r.sims[j]) >= POOL_SIM and kind is not None and kind == value_kind(m)):
             out.append(j)

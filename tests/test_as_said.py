@@ -247,3 +247,19 @@ def test_a_value_said_with_too_or_also_joins_the_others(mem, first, then):
     """An additive particle says the new value is one more, whatever the slot would hold otherwise."""
     kept = _said(mem, first, then)
     assert len(kept) == 2 and all(m.status == "active" for m in kept), [(m.text, m.status) for m in kept]
+
+
+def test_two_things_of_one_owner_are_two_records():
+    """ "my parrot" and "my dog" are two things: however near their sentences, neither is weighed against the other."""
+    from mnemo.config import WriteConfig
+    from mnemo.model import MemoryRecord
+    from mnemo.reconcile import pool, row
+
+    parrot = MemoryRecord(id="m1", user="chat", text="Jo's parrot's name is Kiwi.", subject="jo's parrot",
+                          attribute="name", value="Kiwi", created_at=T0, single_valued=True,
+                          meta={"value_type": "name"})
+    [dog] = [c for c in extract_offline("Jo: My dog's name is Rex.") if c.attribute == "name"]
+    assert dog.subject == "jo's dog"
+    assert pool(row(0, dog, [parrot], [0.9], [1.0], WriteConfig())) == []
+    [again] = [c for c in extract_offline("Jo: Kiwi is my parrot's name.") if c.attribute == "name"]
+    assert pool(row(0, again, [parrot], [0.9], [1.0], WriteConfig())) == [0], "the same thing is still weighed"
