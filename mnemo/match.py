@@ -185,6 +185,26 @@ def holds(value: str | None, memory_value: str | None, memory_text: str | None =
     return small <= content_tokens(memory_value) or (memory_text is not None and small <= content_tokens(memory_text))
 
 
+# Value kinds that name one thing (a person, place, organisation, identifier): a denial of one reaches any memory
+# that holds it, whatever the verb.
+PROPER_KINDS = frozenset({"name", "place", "org", "group", "language", "identifier", "email", "url", "phone"})
+
+
+def denies(value: str | None, m: Any, *, aligned: bool, named: bool) -> bool:
+    """Return True when a claim of the other polarity with `value` names `m`'s value: the value it ends.
+
+    Under a slot aligned with its own, a value held or of the same kind; said with another verb,
+    the whole value ("It is not true that Acme built X" and "X was developed by Acme"), or a name
+    (`named`) a lasting memory holds ("is a citizen of Peru"); a common word it merely shares is not
+    that ("I haven't played in years" and "I'm going skiing this year").
+    """
+    if same_value(value, m.value):
+        return True
+    if aligned:
+        return holds(value, m.value) or same_kind(value, m.value)
+    return named and m.kind != "episodic" and holds(value, m.value)
+
+
 def names_relation(value: str | None, slot: str | None) -> bool:
     """Return True when a value is the gerund of a relation slot's verb ("smoking" and "smoke")."""
     if not value or not slot or " " in value.strip():

@@ -314,7 +314,8 @@ def replaces(c: Candidate, m: MemoryRecord, slot: str | None, declared: bool = F
     if match.negated(c) != match.negated(m):
         # A denial ends only the value its own predicate said ("I don't eat meat" leaves "I am vegetarian"
         # standing, and "I haven't played in years" leaves "I'm going skiing this year").
-        return bool(c.value) and _denies(c, m, aligned=slot is not None or not c.attribute)
+        return bool(c.value) and match.denies(c.value, m, aligned=slot is not None or not c.attribute,
+                                              named=value_kind(c) in match.PROPER_KINDS)
     if c.meta.get("additive"):
         # "Greece is on my list too", "I also speak Japanese": an additive particle says the value joins the others.
         return False
@@ -386,28 +387,10 @@ def _fitted(r: _Row, model: UpdateModel, judge: Judge, base: dict[str, Any]) -> 
     return _act(r, "add", None, "novel", base, max_sim=float(r.sims.max()) if r.sims.size else 0.0, **evidence)
 
 
-PROPER_KINDS = frozenset({"name", "place", "org", "group", "language", "identifier", "email", "url", "phone"})
-
-
-def _denies(c: Candidate, m: MemoryRecord, *, aligned: bool) -> bool:
-    """Return True when a claim of the other polarity names `m`'s value: the value it ends.
-
-    Under a slot aligned with its own, a value held or of the same kind; said with another verb,
-    the whole value ("It is not true that Acme built X" and "X was developed by Acme"), or a name
-    a lasting memory holds ("is a citizen of Peru"); a common word it merely shares is not that
-    ("I haven't played in years" and "I'm going skiing this year").
-    """
-    if same_value(c.value, m.value):
-        return True
-    if aligned:
-        return match.holds(c.value, m.value) or match.same_kind(c.value, m.value)
-    return value_kind(c) in PROPER_KINDS and m.kind != "episodic" and match.holds(c.value, m.value)
-
-
 def _retracted(r: _Row, pool: list[int]) -> list[int]:
     """Return the positive memories a negated claim retracts (rule 4).
 
-    A negation takes back what its own predicate said: a memory whose value it denies (`_denies`:
+    A negation takes back what its own predicate said: a memory whose value it denies (`match.denies`:
     "I no longer work at Acme"), or whose relation its value names ("I gave up smoking"). Without
     a value it names only its predicate, so it takes back that slot and the habits whose slot it
     begins ("I don't cycle any more" ends "I cycle to work"), and never a bare copula's, whose
@@ -425,7 +408,8 @@ def _retracted(r: _Row, pool: list[int]) -> list[int]:
     # With its value, a denial also reaches a slot its own qualifies ("I don't drink coffee", a drink preference).
     aligned = _aligned(r, positive, qualified=True) if c.attribute else []
     slotted = {j for j, _ in aligned}
-    hits = [j for j in positive if _denies(c, a[j], aligned=j in slotted)]
+    named = value_kind(c) in match.PROPER_KINDS
+    hits = [j for j in positive if match.denies(c.value, a[j], aligned=j in slotted, named=named)]
     # "I gave up smoking" ends "I smoke roll-ups": the value names the stored relation itself.
     return hits + [j for j in positive if j not in hits and match.names_relation(c.value, a[j].attribute)]
 
