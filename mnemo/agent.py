@@ -50,7 +50,7 @@ PARAM_HELP = {
     "budget_tokens": "Token budget of the recalled pack (default: the recipe's).",
     "filters": 'Filters on memory fields: agent, session, subject, attribute, record_id, status, kinds and '
                'categories (lists), since, until, meta; e.g. {"kinds": ["semantic"]}.',
-    "memory_id": "A memory id, e.g. m-3c4c43ac62df44b5.",
+    "memory_id": "A memory id, e.g. m-019ae4c8b2a00000-3c4c43ac.",
     "reason": "Why; recorded on the tombstone.",
     "dry_run": "Only report what would be forgotten; change nothing.",
     "include_inactive": "Also list superseded, forgotten and decayed memories.",

@@ -18,7 +18,7 @@ from .recall import NOT_IN_RECORD
 if TYPE_CHECKING:
     from .llm import LLM
 
-_CITED = re.compile(r"\b[me]-[0-9a-f]{16}\b")
+_CITED = re.compile(r"\b[me]-[0-9a-f]{16}(?:-[0-9a-f]{8})?\b")  # ids made now, and the shorter ones of older stores
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,33 @@ the pure stages (`extract`, `plan_writes`, `pack`, `salience`) take and return t
 
 from __future__ import annotations
 
-import uuid
+import secrets
+import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+_last_ms, _seq = 0, 0
+_id_lock = threading.Lock()
+
 
 def new_id(prefix: str = "m") -> str:
-    """Return a fresh random id such as 'm-3f2a9c0d1e4b5a67' (memories "m", events "e", turns "t")."""
-    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+    """Return a fresh id such as 'm-0193a1f2c3d40000-9c0d1e4b' (memories "m", events "e", turns "t").
+
+    Ids sort in the order they were made, as UUIDv7's do: milliseconds since the epoch, then a
+    counter within the millisecond (this process's), then random bits for uniqueness across
+    processes. Rows made at one instant (a batch under a simulated clock) are ordered by id, so
+    the order they were written in is the order they are read back in, run after run.
+    """
+    global _last_ms, _seq
+    with _id_lock:
+        ms = max(time.time_ns() // 1_000_000, _last_ms)
+        _seq = _seq + 1 if ms == _last_ms else 0
+        if _seq > 0xFFFF:  # more than 65,536 ids in one millisecond: borrow the next one
+            ms, _seq = ms + 1, 0
+        _last_ms = ms
+        return f"{prefix}-{ms:012x}{_seq:04x}-{secrets.token_hex(4)}"
 
 
 KINDS = ("semantic", "procedural", "episodic")

@@ -428,3 +428,21 @@ def test_only_llm_imports_openai_and_only_settings_reads_the_environment():
     for name in ("embed.py", "tokens.py", "prompts/__init__.py"):
         text = (root / name).read_text()
         assert "os.environ" not in text and "getenv" not in text
+
+
+def test_a_live_answer_keeps_the_ids_it_cites_from_the_pack_and_drops_invented_ones(stub, live):
+    # Ids made now ("m-<time><counter>-<random>") and the shorter ones of older stores ("m-<16 hex>") are
+    # both read from the model's text; an id the pack does not hold is not a citation.
+    from mnemo.answer import answer
+    from mnemo.model import MemoryRecord
+
+    mem = mnemo.Memory.open(":memory:", embedder="hash")
+    new = mem.add("I live in Lisbon.", user="alice").id
+    old = MemoryRecord(id="m-3c4c43ac62df44b5", user="alice", text="Lisbon is where I live now.")
+    with mem.store.transaction():
+        mem.store.insert_memories([old], mem.embedder.embed([old.text]))
+    r = mem.recall("Where does alice live?", user="alice")
+    assert {new, old.id} <= set(r.ids)
+    stub.script = [f"Lisbon [{new}], by the sea [{old.id}]; see also [m-0123456789abcdef]."]
+    assert answer(live, r).cited == [new, old.id]
+    mem.close()

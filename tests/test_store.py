@@ -64,6 +64,25 @@ def test_records_round_trip_every_field(store):
     assert store.get(r.id) == r
 
 
+def test_rows_written_at_one_instant_read_back_in_the_order_they_were_written(store):
+    # A batch under a simulated clock shares one created_at: the id breaks the tie, so it must follow the
+    # writing order, or runs of the same code read the same store in different orders.
+    records = [rec(f"memory {i}") for i in range(300)]
+    with store.transaction():
+        store.insert_memories(records, vecs(300))
+    assert [m.text for m in store.memories("alice")] == [f"memory {i}" for i in range(300)]
+
+
+def test_ids_are_unique_and_sort_in_the_order_they_were_made_across_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        batches = list(pool.map(lambda _: [new_id() for _ in range(20_000)], range(4)))
+    made = [i for b in batches for i in b]
+    assert len(set(made)) == len(made)
+    assert all(b == sorted(b) for b in batches)
+
+
 def test_unknown_id_is_not_found(store):
     with pytest.raises(NotFound):
         store.get("m-nope")
