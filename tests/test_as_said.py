@@ -161,9 +161,25 @@ def test_what_a_person_of_a_transcript_says_to_another_is_kept_and_what_the_user
     """In a transcript "you" is another person: the sentence is evidence. The user's own "you" is the assistant."""
     mem.remember_many(["Jon: I opened a dance studio last month.",
                        "Gina: Instagram and TikTok can help you reach a younger crowd."], user="conv")
-    assert "Instagram and TikTok can help you reach a younger crowd." in [m.text for m in mem.memories("conv")]
+    assert "Gina: Instagram and TikTok can help you reach a younger crowd." in [m.text for m in mem.memories("conv")]
     mem.remember("You were a great help with the move, you know.", user="mira")
     assert mem.memories("mira") == []
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("Tariq: The sign said the bridge is closed until Monday.", "Tariq: The sign said the bridge is closed until Monday."),
+    ("Tariq: The ferry was cancelled, so the trip took nine hours.",
+     "Tariq: The ferry was cancelled, so the trip took nine hours."),
+    ("Tariq: My sister Leila told Rosa about the job.", "Tariq's sister Leila told Rosa about the job."),
+    ("Tariq: Rosa told me the ferry was cancelled.", "Rosa told Tariq the ferry was cancelled."),
+])
+def test_a_transcript_speaker_is_named_in_what_they_said(mem, line, said):
+    """Who said a sentence is part of the evidence: a line whose words do not name its speaker keeps the label,
+    as the transcript gave it; a first person already names them; the user's own lines carry no label."""
+    mem.remember_many([f"Rosa: I adopted a greyhound in March.\n{line}"], user="conv")
+    assert {"Rosa adopted a greyhound in March.", said} <= {m.text for m in mem.memories("conv")}
+    mem.remember("The sign said the bridge is closed until Monday.", user="mira")
+    assert [m.text for m in mem.memories("mira")] == ["The sign said the bridge is closed until Monday."]
 
 
 @pytest.mark.parametrize(("line", "said"), [

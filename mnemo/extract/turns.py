@@ -500,11 +500,23 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
             if k in lessons:
                 said = [replace(c, category="lesson", kind="procedural", single_valued=False,
                                 importance=max(c.importance, BASE_IMPORTANCE["lesson"])) for c in said]
+            if speaker.key != USER_SPEAKER.key:
+                said = [replace(c, meta={**c.meta, "said_by": speaker.display}) for c in said]
             st.said.append([finalise(c, st.cfg, emphasis=False, hedge=False, pinned=True) for c in said]
                            if k in keep else said)
-    st.said = attach_fragments(st.said)
+    st.said = [[labelled(c) for c in cands] for cands in attach_fragments(st.said)]
     st.said += [[_code_note(lang, code)] for lang, code in blocks]
     return [c for said in st.said for c in said], left
+
+
+def labelled(c: Candidate) -> Candidate:
+    """Return a transcript speaker's memory with the speaker named, as the line was ("Caroline: It stands for
+    love, faith and strength."), unless its words name them already ("Caroline went to a support group."):
+    who said it is part of the evidence, and the words stay as said."""
+    who = c.meta.get("said_by")
+    if not who or c.command is not None or re.search(rf"\b{re.escape(who)}\b", c.text, re.IGNORECASE):
+        return c
+    return replace(c, text=f"{who}: {c.text}")
 
 
 def _sentence(sent: Any, raw: str, st: TurnState, speaker: Speaker, emphasis: bool, hedge: bool) -> list[Candidate]:

@@ -26,6 +26,7 @@ Rows: one per extractive question and recipe; aggregates: "<recipe> | all" and b
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -44,6 +45,7 @@ from mnemo.extract.turns import content_words
 from mnemo.tokens import count_many
 
 BUDGETS = (256, 512)
+_SAID_BY = re.compile(r"^[\w.' -]{1,40}: ")
 DATASETS = ("locomo", "realtalk", "beam")
 
 
@@ -86,7 +88,7 @@ def run_written(name: str, recipes: Sequence[str] = ("default",), *, limit: int 
     ds = datasets.load(name)
     convs = ds.conversations[:limit] if limit else ds.conversations
     bench = Bench(recipes, embedder, llm)
-    raw = Bench(("dense",), embedder, llm)
+    raw = Bench(("default",), embedder, llm)
     rows: list[dict[str, Any]] = []
     texts_written: list[str] = []
     for ci, conv in enumerate(convs):
@@ -112,7 +114,7 @@ def run_written(name: str, recipes: Sequence[str] = ("default",), *, limit: int 
                                        "recipe": rname, "category": q.category, "category_name": q.category_name,
                                        "answer": q.answer, "error": None,
                                        "kept": float(any(metrics.mentions(t, [q.answer]) for t in active))}
-                plain = baselines["dense"]
+                plain = baselines["default"]
                 qv = plain.embedder.embed([q.question])[0]
                 ranked = {"bm25": [m for m, _ in plain.store.search_lexical(q.question, 200, user=conv.id)],
                           "dense": [m for m, _ in plain.store.search_dense(qv, 200, user=conv.id)]}
@@ -120,6 +122,8 @@ def run_written(name: str, recipes: Sequence[str] = ("default",), *, limit: int 
                     r = mem.recall(q.question, user=conv.id, budget_tokens=b)
                     row[f"answer@{b}"] = float(any(metrics.mentions(p.text, [q.answer]) for p in r.memories))
                     row[f"abstained@{b}"] = float(r.confidence == "unknown")
+                    over_turns = plain.recall(q.question, user=conv.id, budget_tokens=b)
+                    row[f"turns@{b}"] = float(any(metrics.mentions(p.text, [q.answer]) for p in over_turns.memories))
                     for base, ids in ranked.items():
                         row[f"{base}@{b}"] = float(any(metrics.mentions(t, [q.answer]) for t in _fill(ids, docs, b)))
                 rows.append(row)
@@ -127,8 +131,9 @@ def run_written(name: str, recipes: Sequence[str] = ("default",), *, limit: int 
         Bench.close(baselines)
         if progress:
             progress(ci + 1, len(convs), conv.id)
-    fragments = [fragment(d) for d in parse(texts_written)] if texts_written else []
-    keys = ["kept", *(f"{k}@{b}" for b in budgets for k in ("answer", "bm25", "dense", "abstained"))]
+    # A transcript speaker's label ("Caroline: ") is who said it, not words of the memory: measured without it.
+    fragments = [fragment(d) for d in parse([_SAID_BY.sub("", t) for t in texts_written])] if texts_written else []
+    keys = ["kept", *(f"{k}@{b}" for b in budgets for k in ("answer", "turns", "bm25", "dense", "abstained"))]
     aggregates = group_means(rows, keys, lambda r: [f"{r['recipe']} | all",
                                                     f"{r['recipe']} | cat {r['category']} {r['category_name']}"])
     aggregates["memories"] = {"n": float(len(fragments)),
