@@ -37,6 +37,7 @@ from mnemo.model import Turn
 from mnemo.server.http import create_app, running
 from mnemo.server.mcp import build_server
 from mnemo.server.tenants import RWLock, ServerConfig
+from mnemo.store import SCHEMA_VERSION
 
 pytestmark = pytest.mark.faults
 
@@ -490,10 +491,30 @@ def test_a_store_from_before_turn_outcomes_is_migrated_without_replaying_its_tur
             mem.store._run("DROP TABLE turn_outcomes")
             mem.store._run("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")
     with Memory.open(location) as mem:
-        assert mem.store.schema_version == 4 and mem.store.pending_turns() == []
+        assert mem.store.schema_version == SCHEMA_VERSION and mem.store.pending_turns() == []
         [turn] = mem.store.turns()
         assert [o.outcome for o in mem.store.turn_outcomes(turn.id)] == ["migrated"]
         assert _memories(mem) == before
+
+
+def test_a_store_from_before_searched_context_is_migrated_and_searches_it(backend):
+    location = backend.location("old4")
+    line = "Caroline: This necklace is from my grandma. It stands for love, faith and strength."
+    with Memory.open(location, embedder="hash:64") as mem:
+        mem.remember_many([line], user="c")
+        # As a schema-4 store was: PostgreSQL's tsv generated from the text alone.
+        with mem.store.transaction():
+            if backend.name == "postgres":
+                for sql in ("DROP INDEX memories_tsv", "ALTER TABLE memories DROP COLUMN tsv",
+                            "ALTER TABLE memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS "
+                            "(to_tsvector('english'::regconfig, text)) STORED",
+                            "CREATE INDEX memories_tsv ON memories USING gin (tsv)"):
+                    mem.store._run(sql)
+            mem.store._run("UPDATE store_meta SET value = '4' WHERE key = 'schema_version'")
+    with Memory.open(location) as mem:
+        assert mem.store.schema_version == SCHEMA_VERSION
+        found = [mem.get(i).text for i, _ in mem.store.search_lexical("necklace", 10, user="c")]
+        assert "Caroline: It stands for love, faith and strength." in found
 
 
 def test_the_mixed_load_benchmark_runs_on_one_tenant_and_across_tenants_and_loses_nothing():

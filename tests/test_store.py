@@ -83,6 +83,24 @@ def test_ids_are_unique_and_sort_in_the_order_they_were_made_across_threads():
     assert all(b == sorted(b) for b in batches)
 
 
+def test_a_memory_is_searched_by_what_it_was_said_with_and_shows_only_its_words(backend):
+    # meta["context"] (the sentences around it in its turn) is indexed beside the text, never returned as it;
+    # a context that is not a string is not read. The same on a fresh open, which indexes from the table.
+    said = rec("It stands for love, faith and strength.",
+               meta={"context": "This necklace is from my grandma. It stands for love, faith and strength."})
+    odd = rec("It is blue and gold.", meta={"context": 7, "note": "necklace"})
+    plain = rec("The garden gate is green.")
+    s = backend.open("ctx", embedder="test", dim=DIM)
+    with s.transaction():
+        s.insert_memories([said, odd, plain], vecs(3))
+    assert [i for i, _ in s.search_lexical("necklace grandma", 10, user="alice")] == [said.id]
+    assert [i for i, _ in s.search_lexical("blue", 10, user="alice")] == [odd.id]
+    assert s.get(said.id).text == "It stands for love, faith and strength."
+    s.close()
+    again = backend.open("ctx", embedder="test", dim=DIM)
+    assert [i for i, _ in again.search_lexical("necklace grandma", 10, user="alice")] == [said.id]
+
+
 def test_unknown_id_is_not_found(store):
     with pytest.raises(NotFound):
         store.get("m-nope")

@@ -502,11 +502,25 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
                                 importance=max(c.importance, BASE_IMPORTANCE["lesson"])) for c in said]
             if speaker.key != USER_SPEAKER.key:
                 said = [replace(c, meta={**c.meta, "said_by": speaker.display}) for c in said]
+            said = [replace(c, meta={**c.meta, "context": said_with(chunks, k)}) for c in said]
             st.said.append([finalise(c, st.cfg, emphasis=False, hedge=False, pinned=True) for c in said]
                            if k in keep else said)
     st.said = [[labelled(c) for c in cands] for cands in attach_fragments(st.said)]
     st.said += [[_code_note(lang, code)] for lang, code in blocks]
     return [c for said in st.said for c in said], left
+
+
+CONTEXT_SENTENCES = 3  # a memory's context: this many sentences of its speaker either side of its own
+
+
+def said_with(chunks: Sequence[tuple[Speaker, str]], k: int) -> str:
+    """Return what the sentence of chunk `k` was said with: its speaker's name and the sentences of the same
+    speaker around it, as said. Search reads a memory's words with these (store.search_lexical), so a
+    clause that leans on its turn ("It stands for love, faith and strength.") is found by the turn's words
+    ("necklace"); it is never packed, and it is bounded, so a long turn does not repeat itself per memory."""
+    speaker = chunks[k][0]
+    near = [text for j, (who, text) in enumerate(chunks) if who == speaker and abs(j - k) <= CONTEXT_SENTENCES]
+    return " ".join(([] if speaker.key == USER_SPEAKER.key else [f"{speaker.display}:"]) + near)
 
 
 def labelled(c: Candidate) -> Candidate:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .rows import check_text
+from .rows import CONTEXT_KEY, check_text, searched_text
 
 _LEXICAL_BATCH = 100_000  # rows analysed per statement when BM25 postings are built (bounds DuckDB's memory)
 # fts's analysis (see mnemo.store.lexical): its tokenizer with digits kept, its stopwords, then porter stems.
@@ -28,6 +28,10 @@ _TOKENS = "regexp_extract_all(lower(strip_accents({})), '[a-z0-9]+')"
 _STOPWORDS = pa.table({"sw": (Path(__file__).parent.parent / "assets" / "stopwords_english.txt").read_text().split()})
 _STOPWORD_SET = frozenset(_STOPWORDS.column("sw").to_pylist())
 _ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # fts's tokens of lowercased ASCII text
+# `rows.searched_text` in SQL: the text, then a string context that is not the text itself.
+_CONTEXT = f"json_extract_string(meta, '$.{CONTEXT_KEY}')"
+SEARCHED_SQL = (f"CASE WHEN json_type(meta, '$.{CONTEXT_KEY}') = 'VARCHAR' AND {_CONTEXT} <> '' AND {_CONTEXT} <> text "
+                f"THEN text || ' ' || {_CONTEXT} ELSE text END")
 _STEMS_KEPT = 200_000  # words whose porter stem a store keeps (the cache is cleared past this)
 
 
@@ -53,7 +57,8 @@ class DuckDBLexical:
             where = "" if pending is None else "WHERE id IN (SELECT id FROM todo)"
             todo = pa.table({"id": pa.array(pending or [], pa.string())})  # noqa: F841 - read by DuckDB
             docs = self.con.execute(
-                f"SELECT id, user_id, status = 'active' AS active, text FROM memories {where}").to_arrow_table()
+                f"SELECT id, user_id, status = 'active' AS active, {SEARCHED_SQL} AS text FROM memories {where}"
+            ).to_arrow_table()
             for start in range(0, docs.num_rows, _LEXICAL_BATCH):
                 self._add_postings(docs.slice(start, _LEXICAL_BATCH))
             self._lexical_pending = []
@@ -81,7 +86,7 @@ class DuckDBLexical:
     def _lexical_wrote(self, records: Iterable[Any]) -> None:
         """Keep the user, text and active flag of rows just written, for the next sync to analyse here."""
         for r in records:
-            self._lexical_docs[r.id] = [r.user, r.text, r.status == "active"]
+            self._lexical_docs[r.id] = [r.user, searched_text(r), r.status == "active"]
 
     def _lexical_status(self, ids: Sequence[str], active: bool) -> None:
         for i in ids:
@@ -141,7 +146,7 @@ class DuckDBLexical:
 
     def search_lexical(self, query: str, k: int, *, user: str,
                        filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
-        """Return the top-k active memories of `user` by BM25, best first (ties by id)."""
+        """Return the top-k active memories of `user` by BM25 over their text and context, best first (ties by id)."""
         terms = self._analyse(query)
         self._sync_lexical()
         allowed = self._allowed(user, filters)

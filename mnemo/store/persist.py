@@ -37,7 +37,7 @@ import numpy as np
 
 log = logging.getLogger("mnemo.store")
 
-FORMAT = 1  # bump when the saved arrays change meaning
+FORMAT = 2  # bump when the saved arrays change meaning (2: postings of a memory's text and context)
 SUFFIX = ".index.npz"
 # A store this small rebuilds its postings at open in well under a second: closing it writes nothing.
 SAVE_FROM = 20_000

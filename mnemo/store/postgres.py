@@ -60,6 +60,7 @@ from .counts import counts_of
 from .pg_archive import PgArchive
 from .pg_connect import alive, answering, connect, redact, split_dsn, vector_schema
 from .rows import (
+    CONTEXT_KEY,
     EVENTS,
     LINKS,
     MEMORIES,
@@ -74,6 +75,10 @@ from .rows import (
 )
 from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
 
+# `rows.searched_text` in SQL: the text, then a string context that is not the text itself.
+_CONTEXT = f"(meta::jsonb ->> '{CONTEXT_KEY}')"
+SEARCHED_PG = (f"CASE WHEN jsonb_typeof(meta::jsonb -> '{CONTEXT_KEY}') = 'string' AND {_CONTEXT} <> '' "
+               f"AND {_CONTEXT} <> text THEN text || ' ' || {_CONTEXT} ELSE text END")
 TEXT_CONFIG = "english"  # stemming and stop words closest to DuckDB fts's porter / english defaults
 HNSW_MIN_ROWS = 100_000  # below this, an exact scan is fast enough and returns true neighbours
 
@@ -125,6 +130,11 @@ def _migrations(dim: int) -> list[tuple[int, list[str]]]:
              "CREATE INDEX turn_outcomes_turn ON turn_outcomes (turn_id)",
              f"INSERT INTO turn_outcomes (turn_id, ts, outcome, detail) SELECT id, ts, 'migrated', '{MIGRATED}' "
              "FROM turns ORDER BY ts, seq"]),
+        # Lexical search reads a memory's context beside its text (rows.searched_text): tsv is generated from both.
+        (5, ["DROP INDEX memories_tsv", "ALTER TABLE memories DROP COLUMN tsv",
+             f"ALTER TABLE memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('{TEXT_CONFIG}'::regconfig, "
+             f"{SEARCHED_PG})) STORED",
+             "CREATE INDEX memories_tsv ON memories USING gin (tsv)"]),
     ]
 
 

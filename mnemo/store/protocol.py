@@ -175,7 +175,11 @@ class Store(Protocol):
 
     def search_lexical(self, query: str, k: int, *, user: str,
                        filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
-        """Return the top-k active memories of `user` by the engine's lexical score, best first."""
+        """Return the top-k active memories of `user` by the engine's lexical score, best first.
+
+        A memory is searched by its text and what it was said with (`rows.searched_text`: its
+        `meta["context"]`, the sentences around it in its turn), and only its text is ever shown.
+        """
 
     # ----------------------------------------------------------------- export, import, review
     def dump(self, user: str | None = None, *, batch_size: int = 1000) -> Iterable[tuple[str, list]]:

@@ -17,7 +17,7 @@ from .. import validate
 from ..errors import EmbedderMismatch, StoreError
 from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
 
-SCHEMA_VERSION = 4  # both engines number their migrations alike and move together
+SCHEMA_VERSION = 5  # both engines number their migrations alike and move together
 # Columns of `memories` in the order of MemoryRecord fields (user -> user_id, references -> refs); the
 # vector column `embedding` follows them in both engines.
 MEM_COLS = [f.name for f in fields(MemoryRecord)]
@@ -36,6 +36,17 @@ LINK_COLS = "src, dst, kind, ts"
 OUTCOME_COLS = "turn_id, ts, outcome, detail"
 # Version 4 keeps what became of each turn; the turns a store already held were processed (or lost) before.
 MIGRATED = "recorded before turn outcomes were kept (schema 4)"
+
+
+# What lexical search reads of a memory: its words and what they were said with (`meta["context"]`, the
+# sentences around them in their turn: extract.turns.said_with), which is indexed and never packed.
+CONTEXT_KEY = "context"
+
+
+def searched_text(r: MemoryRecord) -> str:
+    """Return the text lexical search indexes for a memory: its own words, then its context when it has one."""
+    context = r.meta.get(CONTEXT_KEY) if r.meta else None
+    return f"{r.text} {context}" if isinstance(context, str) and context and context != r.text else r.text
 
 
 def naive(dt: datetime | None) -> datetime | None:
