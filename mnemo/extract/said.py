@@ -3,6 +3,8 @@
     as_said(built, sent, me)          # the sentence's claims, each with a text that keeps what was said
     attach_fragments(said)            # a short sentence joined to the statement it leans on
     leans_on_context(sent)            # "That's neat.", "It took three weekends.": evidence only beside another
+    said_with(chunks, k)              # the sentences around one, searched with its memory (meta["context"])
+    labelled(candidate)               # "Caroline: It stands for ...": a transcript speaker named
 
 A claim's text is its clause, rendered with "I" as who said it and only sure pronouns resolved
 (`claims.said`), when that clause reads as a sentence; else the whole sentence. When the clauses
@@ -14,6 +16,7 @@ fragment.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -25,6 +28,7 @@ from . import claims as claims_mod
 from . import entities
 from .commands import POINTER
 from .render import render, sure
+from .speakers import USER_SPEAKER, Speaker
 from .values import marks
 
 CONTENT_POS = frozenset({"NOUN", "PROPN", "VERB", "ADJ", "ADV", "NUM"})
@@ -197,3 +201,26 @@ def _claims(c: Candidate) -> bool:
 
 def _with_text(c: Candidate, text: str) -> Candidate:
     return replace(c, text=text, meta={**c.meta, "marks": sorted(marks(text)), "joined": True})
+
+
+CONTEXT_SENTENCES = 3  # a memory's context: this many sentences of its speaker either side of its own
+
+
+def said_with(chunks: Sequence[tuple[Speaker, str]], k: int) -> str:
+    """Return what the sentence of chunk `k` was said with: its speaker's name and the sentences of the same
+    speaker around it, as said. Search reads a memory's words with these (store.search_lexical), so a
+    clause that leans on its turn ("It stands for love, faith and strength.") is found by the turn's words
+    ("necklace"); it is never packed, and it is bounded, so a long turn does not repeat itself per memory."""
+    speaker = chunks[k][0]
+    near = [text for j, (who, text) in enumerate(chunks) if who == speaker and abs(j - k) <= CONTEXT_SENTENCES]
+    return " ".join(([] if speaker.key == USER_SPEAKER.key else [f"{speaker.display}:"]) + near)
+
+
+def labelled(c: Candidate) -> Candidate:
+    """Return a transcript speaker's memory with the speaker named, as the line was ("Caroline: It stands for
+    love, faith and strength."), unless its words name them already ("Caroline went to a support group."):
+    who said it is part of the evidence, and the words stay as said."""
+    who = c.meta.get("said_by")
+    if not who or c.command is not None or re.search(rf"\b{re.escape(who)}\b", c.text, re.IGNORECASE):
+        return c
+    return replace(c, text=f"{who}: {c.text}")

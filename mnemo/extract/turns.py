@@ -51,8 +51,10 @@ from .said import (
     asks_the_assistant,
     attach_fragments,
     content_words,
+    labelled,
     leans_on_context,
     points_back_to,
+    said_with,
     states,
 )
 from .speakers import USER_SPEAKER, Speaker, speaker_lines
@@ -508,29 +510,6 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
     st.said = [[labelled(c) for c in cands] for cands in attach_fragments(st.said)]
     st.said += [[_code_note(lang, code)] for lang, code in blocks]
     return [c for said in st.said for c in said], left
-
-
-CONTEXT_SENTENCES = 3  # a memory's context: this many sentences of its speaker either side of its own
-
-
-def said_with(chunks: Sequence[tuple[Speaker, str]], k: int) -> str:
-    """Return what the sentence of chunk `k` was said with: its speaker's name and the sentences of the same
-    speaker around it, as said. Search reads a memory's words with these (store.search_lexical), so a
-    clause that leans on its turn ("It stands for love, faith and strength.") is found by the turn's words
-    ("necklace"); it is never packed, and it is bounded, so a long turn does not repeat itself per memory."""
-    speaker = chunks[k][0]
-    near = [text for j, (who, text) in enumerate(chunks) if who == speaker and abs(j - k) <= CONTEXT_SENTENCES]
-    return " ".join(([] if speaker.key == USER_SPEAKER.key else [f"{speaker.display}:"]) + near)
-
-
-def labelled(c: Candidate) -> Candidate:
-    """Return a transcript speaker's memory with the speaker named, as the line was ("Caroline: It stands for
-    love, faith and strength."), unless its words name them already ("Caroline went to a support group."):
-    who said it is part of the evidence, and the words stay as said."""
-    who = c.meta.get("said_by")
-    if not who or c.command is not None or re.search(rf"\b{re.escape(who)}\b", c.text, re.IGNORECASE):
-        return c
-    return replace(c, text=f"{who}: {c.text}")
 
 
 def _sentence(sent: Any, raw: str, st: TurnState, speaker: Speaker, emphasis: bool, hedge: bool) -> list[Candidate]:
