@@ -279,3 +279,19 @@ def test_two_things_of_one_owner_are_two_records():
     assert pool(row(0, dog, [parrot], [0.9], [1.0], WriteConfig())) == []
     [again] = [c for c in extract_offline("Jo: Kiwi is my parrot's name.") if c.attribute == "name"]
     assert pool(row(0, again, [parrot], [0.9], [1.0], WriteConfig())) == [0], "the same thing is still weighed"
+
+
+def test_a_clause_is_found_by_what_it_was_said_with_by_both_retrievers(mem):
+    """"It stands for love, faith and strength." holds the answer to "What does the necklace stand for?" and none
+    of its words: both retrievers find it through its context (the sentences around it), and show its words."""
+    mem.remember_many(["Caroline: This necklace is from my grandma in Sweden. It stands for love, faith and strength.",
+                       "Caroline: I went hiking in the mountains last weekend with my brother.",
+                       "Caroline: My brother Tom fixes old bicycles in his garage on Sundays.",
+                       "Caroline: The bakery on the corner sells rye bread with caraway seeds.",
+                       "Caroline: Our team won the regional chess tournament in the spring."], user="c")
+    said = next(m for m in mem.memories("c") if "It stands for" in m.text)
+    assert said.text == "Caroline: It stands for love, faith and strength."
+    query = "What does the necklace from the grandma stand for?"
+    dense = [i for i, _ in mem.store.search_dense(mem.embedder.embed([query])[0], 2, user="c")]
+    lexical = [i for i, _ in mem.store.search_lexical(query, 2, user="c")]
+    assert said.id in dense and said.id in lexical
