@@ -35,6 +35,17 @@ def new_id(prefix: str = "m") -> str:
         return f"{prefix}-{ms:012x}{_seq:04x}-{secrets.token_hex(4)}"
 
 
+# What a memory was said with: the sentences around it in its turn (extract.said.said_with), kept in its meta,
+# searched beside its words by both retrievers and never shown (store.rows.searched_text, write.searched_vectors).
+CONTEXT_KEY = "context"
+
+
+def context_of(text: str, meta: dict[str, Any] | None) -> str | None:
+    """Return what a memory or candidate with `text` was said with, when its meta holds words other than its own."""
+    context = (meta or {}).get(CONTEXT_KEY)
+    return context if isinstance(context, str) and context and context != text else None
+
+
 KINDS = ("semantic", "procedural", "episodic")
 CATEGORIES = (
     "fact",

@@ -30,6 +30,7 @@ from .model import (
     Turn,
     TurnOutcome,
     WriteReport,
+    context_of,
 )
 from .reconcile import plan_writes
 from .store import Store, new_id
@@ -87,18 +88,17 @@ CONTEXT_WEIGHT = 0.5  # the share of its context in a memory's stored vector (do
 
 def searched_vectors(embedder: Embedder, candidates: Sequence[Candidate], vecs: np.ndarray) -> np.ndarray:
     """Return the vectors the candidates are stored with: each one's words, with what they were said with
-    (`meta["context"]`) at CONTEXT_WEIGHT, normalised, so dense search finds a clause by its turn as lexical
+    (`model.context_of`) at CONTEXT_WEIGHT, normalised, so dense search finds a clause by its turn as lexical
     search does (`rows.searched_text`). The write path compares claims by their words alone (`vecs`).
-    Each distinct context is embedded once; a candidate with none, or with its own words as context, keeps its
-    vector."""
-    contexts = [c.meta.get("context") for c in candidates]
-    todo = sorted({x for x, c in zip(contexts, candidates, strict=True) if isinstance(x, str) and x and x != c.text})
+    Each distinct context is embedded once; a candidate without one keeps its vector."""
+    contexts = [context_of(c.text, c.meta) for c in candidates]
+    todo = sorted({x for x in contexts if x})
     if not todo:
         return vecs
     of = dict(zip(todo, embedder.embed(todo), strict=True))
     out = np.array(vecs, dtype=np.float32, copy=True)
     for k, x in enumerate(contexts):
-        if x in of and x != candidates[k].text:
+        if x:
             mixed = out[k] + CONTEXT_WEIGHT * np.asarray(of[x], np.float32)
             out[k] = mixed / (np.linalg.norm(mixed) or 1.0)
     return out
@@ -222,7 +222,7 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
             found = [cap(extract(llm, t, contexts[k], cfg.write), cfg.write.max_candidates) for k, t in block]
             texts = [c.text for kept, _ in found for c in kept]
             vecs = embedder.embed(texts) if texts else np.zeros((0, store.dim), np.float32)
-            kept_vecs = searched_vectors(embedder, [c for kept, _ in found for c in kept], vecs)
+            stored_vecs = searched_vectors(embedder, [c for kept, _ in found for c in kept], vecs)
             # The words each turn writes (its candidates) and searches (their named subjects), analysed at once.
             analyse_ahead(store, [*texts, *(c.subject for kept, _ in found for c in kept if c.subject)])
             # One turn reads its subjects as it goes; a block reads them once for all its turns.
@@ -230,11 +230,11 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
                 store, [(turn.user, c.subject) for (_, turn), (kept, _) in zip(block, found, strict=True) for c in kept])
             at = 0
             for (_, turn), (candidates, overflow) in zip(block, found, strict=True):
-                mine, kept_mine = vecs[at:at + len(candidates)], kept_vecs[at:at + len(candidates)]
+                mine, stored = vecs[at:at + len(candidates)], stored_vecs[at:at + len(candidates)]
                 at += len(candidates)
                 actions = plan(store, turn.user, candidates, mine, cfg, judge, embedder,
                                reads.active_for if reads else None, model)
-                report = apply_plan(store, actions, candidates, kept_mine, turn=turn, cfg=cfg, held=held)
+                report = apply_plan(store, actions, candidates, stored, turn=turn, cfg=cfg, held=held)
                 if reads is not None:
                     reads.written([*report.added, *(s.new for s in report.superseded)])
                 report.ignored.extend((c, f"over max_candidates={cfg.write.max_candidates} for one turn")

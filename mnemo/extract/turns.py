@@ -37,7 +37,7 @@ from typing import Any
 
 from .. import lexicon
 from ..config import WriteConfig
-from ..model import Candidate, Turn
+from ..model import CONTEXT_KEY, Candidate, Turn
 from ..normalise import canonical_attribute, chitchat, content_tokens, sentences
 from . import claims as claims_mod
 from . import entities, slots
@@ -504,7 +504,7 @@ def read_turn(text: str, context: Sequence[Turn], now: datetime | None, cfg: Wri
                                 importance=max(c.importance, BASE_IMPORTANCE["lesson"])) for c in said]
             if speaker.key != USER_SPEAKER.key:
                 said = [replace(c, meta={**c.meta, "said_by": speaker.display}) for c in said]
-            said = [replace(c, meta={**c.meta, "context": said_with(chunks, k)}) for c in said]
+            said = [replace(c, meta={**c.meta, CONTEXT_KEY: said_with(chunks, k)}) for c in said]
             st.said.append([finalise(c, st.cfg, emphasis=False, hedge=False, pinned=True) for c in said]
                            if k in keep else said)
     st.said = [[labelled(c) for c in cands] for cands in attach_fragments(st.said)]

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .rows import CONTEXT_KEY, check_text, searched_text
+from ..model import CONTEXT_KEY
+from .rows import check_text, searched_text
 
 _LEXICAL_BATCH = 100_000  # rows analysed per statement when BM25 postings are built (bounds DuckDB's memory)
 # fts's analysis (see mnemo.store.lexical): its tokenizer with digits kept, its stopwords, then porter stems.

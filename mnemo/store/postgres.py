@@ -55,12 +55,11 @@ import numpy as np
 
 from ..config import DecayConfig
 from ..errors import InvalidInput, StoreUnavailable
-from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
+from ..model import CONTEXT_KEY, Event, Link, MemoryRecord, Turn, TurnOutcome
 from .counts import counts_of
 from .pg_archive import PgArchive
 from .pg_connect import alive, answering, connect, redact, split_dsn, vector_schema
 from .rows import (
-    CONTEXT_KEY,
     EVENTS,
     LINKS,
     MEMORIES,

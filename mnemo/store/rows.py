@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from .. import validate
 from ..errors import EmbedderMismatch, StoreError
-from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
+from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome, context_of
 
 SCHEMA_VERSION = 5  # both engines number their migrations alike and move together
 # Columns of `memories` in the order of MemoryRecord fields (user -> user_id, references -> refs); the
@@ -38,15 +38,10 @@ OUTCOME_COLS = "turn_id, ts, outcome, detail"
 MIGRATED = "recorded before turn outcomes were kept (schema 4)"
 
 
-# What lexical search reads of a memory: its words and what they were said with (`meta["context"]`, the
-# sentences around them in their turn: extract.turns.said_with), which is indexed and never packed.
-CONTEXT_KEY = "context"
-
-
 def searched_text(r: MemoryRecord) -> str:
-    """Return the text lexical search indexes for a memory: its own words, then its context when it has one."""
-    context = r.meta.get(CONTEXT_KEY) if r.meta else None
-    return f"{r.text} {context}" if isinstance(context, str) and context and context != r.text else r.text
+    """Return the text lexical search indexes for a memory: its own words, then its context (`model.context_of`)."""
+    context = context_of(r.text, r.meta)
+    return f"{r.text} {context}" if context else r.text
 
 
 def naive(dt: datetime | None) -> datetime | None:

@@ -26,7 +26,6 @@ Rows: one per extractive question and recipe; aggregates: "<recipe> | all" and b
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -45,7 +44,6 @@ from mnemo.extract.turns import content_words
 from mnemo.tokens import count_many
 
 BUDGETS = (256, 512)
-_SAID_BY = re.compile(r"^[\w.' -]{1,40}: ")
 DATASETS = ("locomo", "realtalk", "beam")
 
 
@@ -66,6 +64,13 @@ def fragment(doc: Any) -> bool:
 def _line(turn: datasets.DialogTurn) -> str:
     """Return the turn as a transcript line, "Name: text"; a user's own turn ("user" speaks) as said."""
     return turn.text if turn.speaker == "user" else f"{turn.speaker}: {turn.text}"
+
+
+def _unlabelled(m: Any) -> str:
+    """Return a memory's text without the transcript speaker's label the write path put before it ("Caroline: ",
+    `extract.said.labelled`): it says who said the words, it is not words of the memory."""
+    label = f"{m.meta.get('said_by')}: "
+    return m.text[len(label):] if m.meta.get("said_by") and m.text.startswith(label) else m.text
 
 
 def _fill(ids: Sequence[str], texts: dict[str, str], budget: int) -> list[str]:
@@ -101,7 +106,7 @@ def run_written(name: str, recipes: Sequence[str] = ("default",), *, limit: int 
             batch = [{"text": _line(t), "session": f"{conv.id}/{s.id}", "at": at}
                      for s, at in zip(conv.sessions, times, strict=True) for t in s.turns if t.role == "user"]
             for report in w.remember_many(batch, user=conv.id):
-                texts_written += [m.text for m in report.added] + [s.new.text for s in report.superseded]
+                texts_written += [_unlabelled(m) for m in [*report.added, *(s.new for s in report.superseded)]]
         baselines = raw.open(end)
         docs: dict[str, str] = {}
         for w in raw.writers(baselines):
@@ -131,8 +136,7 @@ def run_written(name: str, recipes: Sequence[str] = ("default",), *, limit: int 
         Bench.close(baselines)
         if progress:
             progress(ci + 1, len(convs), conv.id)
-    # A transcript speaker's label ("Caroline: ") is who said it, not words of the memory: measured without it.
-    fragments = [fragment(d) for d in parse([_SAID_BY.sub("", t) for t in texts_written])] if texts_written else []
+    fragments = [fragment(d) for d in parse(texts_written)] if texts_written else []
     keys = ["kept", *(f"{k}@{b}" for b in budgets for k in ("answer", "turns", "bm25", "dense", "abstained"))]
     aggregates = group_means(rows, keys, lambda r: [f"{r['recipe']} | all",
                                                     f"{r['recipe']} | cat {r['category']} {r['category_name']}"])
