@@ -203,7 +203,7 @@ def ingest_locomo(through: str) -> dict:
     return out
 
 
-def profile_many(size: int, n_turns: int, top: int = 40) -> str:
+def profile_many(size: int, n_turns: int, top: int = 40, embedder: str = "hash") -> str:
     """Return cProfile's top functions over one `remember_many` of `n_turns` turns beside `size` others' memories.
 
     The store is built as `side` builds it (fillers of another user, one turn of the user's own);
@@ -220,7 +220,7 @@ def profile_many(size: int, n_turns: int, top: int = 40) -> str:
 
     t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
     texts = turns(n_turns)
-    mem = mnemo.Memory.open(":memory:", embedder="hash")
+    mem = mnemo.Memory.open(":memory:", embedder=embedder)
     filler = [f"Filler memory number {i} about topic {i % 97}." for i in range(size)]
     for k in range(0, size, 5000):
         mem.insert_many(filler[k:k + 5000], user="others")
@@ -329,7 +329,7 @@ def main() -> None:
                   f"{r['memories']} memories, parsed {r.get('many_parsed', '-')}, load {r['load'][0]:.1f}")
         return
     if args.profile_many is not None:
-        print(profile_many(args.profile_many, args.turns))
+        print(profile_many(args.profile_many, args.turns, embedder=args.embedder))
         return
     if args.table:
         print(table(json.loads(args.table.read_text())))

@@ -19,7 +19,9 @@ import hashlib
 import inspect
 import math
 import re
-from collections import Counter
+import threading
+import weakref
+from collections import Counter, OrderedDict
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -66,6 +68,42 @@ def normalise(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.where(norms > 0, norms, 1.0)
+
+
+class PhraseVectors:
+    """The vectors of short phrases already embedded, per embedder, the least recently used dropped past `size`.
+
+    Reconciliation compares every candidate's slot phrase ("warranty period") with those of the memories
+    around it (`write.slot_similarity`), and the same few hundred phrases recur turn after turn: with a
+    real model, embedding them again was most of a turn's cost. Kept per embedder object (weakly), so a
+    cache never outlives its model or mixes two models; an embedder that cannot be weakly referenced is
+    simply asked every time. Safe to share between threads.
+    """
+
+    def __init__(self, size: int = 8192):
+        self.size = size
+        self._of: weakref.WeakKeyDictionary[Any, OrderedDict[str, np.ndarray]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def embed(self, embedder: Embedder, phrases: list[str]) -> dict[str, np.ndarray]:
+        """Return {phrase: vector} for the distinct `phrases`, embedding only those not seen before (one call)."""
+        with self._lock:
+            try:
+                seen = self._of.setdefault(embedder, OrderedDict())
+            except TypeError:  # not weakly referable: no cache
+                seen = OrderedDict()
+            out = {p: seen[p] for p in phrases if p in seen}
+            for p in out:
+                seen.move_to_end(p)
+        todo = sorted({p for p in phrases if p not in out})
+        if todo:
+            fresh = dict(zip(todo, np.asarray(embedder.embed(todo), np.float32), strict=True))
+            out.update(fresh)
+            with self._lock:
+                seen.update(fresh)
+                while len(seen) > self.size:
+                    seen.popitem(last=False)
+        return out
 
 
 class HashEmbedder:

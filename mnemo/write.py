@@ -17,6 +17,7 @@ import numpy as np
 from . import validate
 from .config import Config
 from .decay import ttl_for
+from .embed import PhraseVectors
 from .errors import InvalidInput
 from .extract import AHEAD, extract, parse_later, parsed_texts, read_ahead, start_parse_worker
 from .model import (
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from .embed import Embedder
     from .llm import LLM
 
+# Slot phrases recur turn after turn; each is embedded once per embedder (embed.PhraseVectors).
+PHRASES = PhraseVectors()
 # How many nearest active memories (beyond those with the same subject) reconciliation sees per candidate.
 NEIGHBOURS = 20
 # How many memories that share words with a candidate's named subject reconciliation also sees.
@@ -115,7 +118,7 @@ def slot_phrase(item: Candidate | MemoryRecord) -> str | None:
 def slot_similarity(embedder: Embedder, candidates: Sequence[Candidate], active: Sequence[MemoryRecord]) -> np.ndarray:
     """Return the cosine of every candidate's slot phrase with every active memory's (0 where one has none).
 
-    Each distinct phrase is embedded once, and each distinct pair of phrases multiplied once, then
+    Each distinct phrase is embedded once (and kept: `PHRASES`), and each distinct pair of phrases multiplied once, then
     spread over the memories a row at a time: the cost grows with the number of distinct slots.
     """
     out = np.zeros((len(candidates), len(active)), np.float32)
@@ -124,7 +127,7 @@ def slot_similarity(embedder: Embedder, candidates: Sequence[Candidate], active:
     phrases = sorted({p for p in left + right if p})
     if not phrases or not any(left) or not any(right):
         return out
-    vec = dict(zip(phrases, embedder.embed(phrases), strict=True))
+    vec = PHRASES.embed(embedder, phrases)
     cols = _positions(right)
     slots = list(cols)  # the memories' distinct phrases
     which = np.empty(len(right), np.int64)  # each memory's phrase, as a position in `slots`

@@ -243,3 +243,57 @@ def test_openai_embedder_probes_an_unknown_models_dimension():
         assert emb.dim == 24
         assert emb.embed(["a", "b"]).shape == (2, 24)
         assert "dimensions" not in stub.requests[-1][1]
+
+
+# --- phrase cache (write.slot_similarity) ------------------------------------------------------
+
+
+class Counting:
+    """A hash embedder that remembers every batch it was asked for."""
+
+    def __init__(self):
+        self.inner = HashEmbedder()
+        self.name, self.dim = self.inner.name, self.inner.dim
+        self.asked: list[list[str]] = []
+
+    def embed(self, texts):
+        self.asked.append(list(texts))
+        return self.inner.embed(texts)
+
+
+def test_phrase_vectors_embeds_each_phrase_once_per_embedder_and_gives_its_vector():
+    cache, emb, other = embed.PhraseVectors(), Counting(), Counting()
+    first = cache.embed(emb, ["warranty period", "home city", "warranty period"])
+    again = cache.embed(emb, ["home city", "manager", "warranty period"])
+    assert emb.asked == [["home city", "warranty period"], ["manager"]]
+    for p, v in {**first, **again}.items():
+        assert np.array_equal(v, HashEmbedder().embed([p])[0])
+    cache.embed(other, ["home city"])  # another model: its own vectors, never this one's
+    assert other.asked == [["home city"]]
+
+
+def test_phrase_vectors_drops_the_least_recently_used_past_its_size():
+    cache, emb = embed.PhraseVectors(size=2), Counting()
+    cache.embed(emb, ["a b", "c d"])
+    cache.embed(emb, ["a b"])  # used again: "c d" is now the oldest
+    cache.embed(emb, ["e f"])
+    emb.asked.clear()
+    cache.embed(emb, ["a b", "c d", "e f"])
+    assert emb.asked == [["c d"]]
+
+
+def test_phrase_vectors_without_a_weak_reference_asks_every_time():
+    class Slotted:
+        __slots__ = ("name", "dim", "asked")
+
+        def __init__(self):
+            self.name, self.dim, self.asked = "hash-bow-384", 384, 0
+
+        def embed(self, texts):
+            self.asked += 1
+            return HashEmbedder().embed(texts)
+
+    cache, emb = embed.PhraseVectors(), Slotted()
+    cache.embed(emb, ["home city"])
+    cache.embed(emb, ["home city"])
+    assert emb.asked == 2
