@@ -117,3 +117,15 @@ def test_unknown_keeps_the_nearest_memories_below_the_floor_but_not_the_far_ones
     assert r.confidence == "unknown"
     assert [p.text for p in r.memories] == (["The user's car is a grey Mazda 3."] if nearest else [])
     assert all(p.note == NOT_AN_ANSWER for p in r.memories)
+
+
+def test_the_answerable_bench_reports_what_the_recipe_itself_said():
+    from mnemo.eval.bench.answerable import _recipe_scores
+
+    rows = [{"answerable": 1, "confidence": "unknown"}, {"answerable": 1, "confidence": "vague"},
+            {"answerable": 1, "confidence": "certain"}, {"answerable": 1, "confidence": "certain"},
+            {"answerable": 0, "confidence": "unknown"}, {"answerable": 0, "confidence": "vague"}]
+    assert _recipe_scores(rows) == {"recipe_false_unknown": 0.25, "recipe_unknown_on_unanswerable": 0.5}
+    only = _recipe_scores(rows[:4])
+    assert only["recipe_false_unknown"] == 0.25 and only["recipe_unknown_on_unanswerable"] != only[
+        "recipe_unknown_on_unanswerable"]  # NaN: no unanswerable question in the group

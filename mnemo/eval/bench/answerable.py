@@ -26,7 +26,10 @@ chosen there: "unknown" below the highest threshold that keeps false "unknown" o
 folds' answerable questions at or under `FALSE_UNKNOWN` (3%), "certain" from where P(answerable)
 reaches `CERTAIN_PRECISION`; it is then scored on its own fold. Reported per dataset, out of fold:
 false "unknown" on answerable questions and "unknown" on unanswerable ones, with ROC AUC, Brier
-score and the reliability table (`fitting.reliability`). The model saved is fitted on every fold.
+score and the reliability table (`fitting.reliability`). Beside them, what the recipe itself said
+(`recipe_false_unknown`, `recipe_unknown_on_unanswerable`: the claim rules decide, the shipped model
+rescues their "unknown", in sample for the conversations it was fitted on). The model saved is fitted
+on every fold.
 """
 
 from __future__ import annotations
@@ -173,7 +176,7 @@ def featurise(names: Sequence[str], embedder: Any, limit: int | None, progress: 
                 rows.append(r.provenance["answerability"]["features"])
                 labels.append(a.answerable)
                 info.append({"conversation": conv.id, "dataset": name, "store": way, "kind": a.kind,
-                             "question": a.question, "answerable": a.answerable})
+                             "question": a.question, "answerable": a.answerable, "confidence": r.confidence})
             mem.close()
         if progress:
             progress(n + 1, len(convs), conv.id)
@@ -247,7 +250,8 @@ def run_answerable(recipes: Sequence[str] = ("default",), *, embedder: Any = "mi
                                  "false_unknown": float(unknown[yy == 1].mean()) if (yy == 1).any() else float("nan"),
                                  "unknown_on_unanswerable": float(unknown[yy == 0].mean()) if (yy == 0).any()
                                  else float("nan"), **{k: v for k, v in _scores(yy, pp, 0.0).items()
-                                                       if k in ("auc", "brier")}}
+                                                       if k in ("auc", "brier")},
+                                 **_recipe_scores([r for r, k in zip(rows, pick, strict=True) if k])}
     final = fit(x, y)
     vague_at, certain_at = thresholds(y, np.array([final.probability(r) for r in x]))
     from dataclasses import replace
@@ -262,6 +266,16 @@ def run_answerable(recipes: Sequence[str] = ("default",), *, embedder: Any = "mi
     cfg = recipe(recipes[0])
     return BenchResult("answerable", rows, aggregates, {cfg.recipe: cfg}, {"embedder": str(embedder)}, {},
                        {"folds": folds, "vague_at": vague_at, "certain_at": certain_at, "saved": save})
+
+
+def _recipe_scores(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Return what the recipe itself said (`Recall.confidence`: the claim rules, with the shipped model's
+    rescue, which was fitted on these conversations), beside the out-of-fold model's figures above."""
+    said = [(r["answerable"], r["confidence"] == "unknown") for r in rows]
+    yes = [u for a, u in said if a]
+    no = [u for a, u in said if not a]
+    return {"recipe_false_unknown": sum(yes) / len(yes) if yes else float("nan"),
+            "recipe_unknown_on_unanswerable": sum(no) / len(no) if no else float("nan")}
 
 
 def _available(name: str) -> bool:
