@@ -114,6 +114,30 @@ def test_a_short_sentence_is_kept_beside_the_one_before_it(mem):
     assert kept and all("three weekends" in m.text and "bookshelf" in m.text for m in kept)
 
 
+@pytest.mark.parametrize(("turn", "before", "short"), [
+    ("I start at the harbour clinic on Monday. I was nervous.", "clinic", "nervous"),
+    ("We booked the cottage in Whitby for Easter. Family is everything.", "Whitby", "everything"),
+    ("My flat in Glasgow has two bedrooms. Rent is steep.", "bedrooms", "steep"),
+])
+def test_a_sentence_too_short_to_stand_alone_goes_with_its_neighbour(mem, turn, before, short):
+    texts = [m.text for m in _said(mem, turn)]
+    # Under three content words, it is said with the statement beside it: that memory keeps both, as said.
+    beside = [t for t in texts if before in t]
+    assert beside and all(short in t for t in beside), texts
+    # A claim of its own ("family is everything") keeps its own words, never its neighbour's.
+    assert all(before in t or len(content_tokens(t)) <= 3 for t in texts), texts
+
+
+def test_a_short_claim_never_carries_a_neighbours_value_that_is_later_superseded(mem):
+    _said(mem, "Hello, I'm Ines. I live in Tartu.", "I moved to Riga last month.")
+    assert not any("Tartu" in m.text for m in mem.memories("mira")), [m.text for m in mem.memories("mira")]
+
+
+def test_a_verbless_line_with_nothing_beside_it_is_kept_as_said(mem):
+    (m,) = _said(mem, "Table for six at Luca's, Friday 8pm.")
+    assert m.text == "Table for six at Luca's, Friday 8pm."
+
+
 def test_no_memory_is_a_fragment(mem):
     turns = ["Bee stings are my other allergy, so I carry an epipen.", "Lovely!", "It was huge.",
              "My sister Hanne moved to Bergen. She teaches maths there.", "Allergies: penicillin.",
@@ -295,3 +319,15 @@ def test_a_clause_is_found_by_what_it_was_said_with_by_both_retrievers(mem):
     dense = [i for i, _ in mem.store.search_dense(mem.embedder.embed([query])[0], 2, user="c")]
     lexical = [i for i, _ in mem.store.search_lexical(query, 2, user="c")]
     assert said.id in dense and said.id in lexical
+
+
+@pytest.mark.parametrize("turn", ["That was Priya Raman on the phone.", "This one is from Lake Bled!"])
+def test_a_leaning_sentence_alone_in_its_turn_is_kept_when_it_names_something(mem, turn):
+    # Nothing in the turn to join it to, but it names a person or a place: kept as said (its turn's neighbours
+    # are other turns, searched beside it).
+    (m,) = _said(mem, turn)
+    assert m.text.rstrip(".!") == turn.rstrip(".!")
+
+
+def test_a_name_said_to_the_listener_is_not_something_named(mem):
+    assert _said(mem, "Looks lovely, Anja.") == []

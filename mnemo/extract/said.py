@@ -9,9 +9,11 @@
 A claim's text is its clause, rendered with "I" as who said it and only sure pronouns resolved
 (`claims.said`), when that clause reads as a sentence; else the whole sentence. When the clauses
 kept leave words of the sentence out, the first claim takes the whole sentence. A sentence that
-leans on what came before is joined to the statement it follows. So no memory is worse evidence
-than the sentence it came from, and nothing stored is a heading, a lone noun phrase or a verbless
-fragment.
+leans on what came before is joined to the statement it follows, and so is one too short to be a
+sentence by itself (no verb, or under three content words). So no memory is worse evidence
+than the sentence it came from, and nothing stored is a heading or a fragment that leans on
+another; a verbless line stands alone only when its turn says nothing else ("Table for six at
+Luca's, Friday 8pm."), as said.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from .speakers import USER_SPEAKER, Speaker
 from .values import marks
 
 CONTENT_POS = frozenset({"NOUN", "PROPN", "VERB", "ADJ", "ADV", "NUM"})
-
+# meta["fragment"] of a whole sentence that is not a sentence by itself (`sentence_like`) but does not lean on
+# another: joined to a neighbour of its turn like any fragment, and kept as said when the turn has none.
+SHORT = "short"
 
 _FILLER = frozenset("please oh ah well so hey hi hello ok okay yeah also anyway btw".split())
 
@@ -95,6 +99,23 @@ def leans_on_context(sent: Any, named: frozenset[int] = frozenset()) -> bool:
                                                      "oprd", "npadvmod") for c in root.children)
 
 
+_ARGUMENTS = frozenset({"nsubj", "nsubjpass", "dobj", "pobj", "attr", "oprd", "dative"})
+
+
+def names_a_thing(tokens: Sequence[Any]) -> bool:
+    """Return True when tokens name something as an argument of their verb: a name or a number that is its
+    subject, object or complement ("It was Matt Patterson.", "This is from Osaka Miami!"), not a name
+    said to the listener ("Thanks so much, Mel.")."""
+    return any(t.pos_ in ("PROPN", "NUM") and (t.head if t.dep_ in ("compound", "nummod") else t).dep_ in _ARGUMENTS
+               for t in tokens)
+
+
+def leaning(c: Candidate, sent: Any) -> Candidate:
+    """Return candidate `c` of a sentence that leans on its turn, marked as a fragment (joined to a neighbour),
+    and as naming something when it does (kept as said when the turn has nothing to join it to)."""
+    return replace(c, meta={**c.meta, "fragment": True, **({"names": True} if names_a_thing(sent) else {})})
+
+
 def as_said(built: list[claims_mod.Built], sent: Any, me: str) -> list[Candidate]:
     """Return the sentence's claims with texts that keep what was said.
 
@@ -127,7 +148,11 @@ def as_said(built: list[claims_mod.Built], sent: Any, me: str) -> list[Candidate
     named = frozenset(i for b in built for i in sure(b.tokens, b.replace))
     if leans_on_context(sent, named):
         # The sentence itself is too short to stand alone: the turn joins it to a neighbour.
-        out = [replace(c, text=whole, meta={**c.meta, "fragment": True}) for c in out]
+        out = [leaning(replace(c, text=whole), sent) for c in out]
+    elif not sentence_like(sent, named):
+        # Whole, but not a sentence by itself (no verb, or under three content words): joined to a neighbour
+        # of the turn too, and kept as said when there is none.
+        out = [replace(c, text=whole, meta={**c.meta, "fragment": SHORT}) for c in out]
     return out
 
 
@@ -166,7 +191,10 @@ def attach_fragments(said: list[list[Candidate]]) -> list[list[Candidate]]:
     A sentence too short to stand alone ("It was Matt Patterson.", "That's neat.") is evidence only
     beside what it follows: its words go onto the memory of the previous statement of the turn
     (or the next one), as said, so nothing is stored that is not a sentence and nothing said is
-    lost. A turn made only of fragments stores nothing.
+    lost. A turn made only of fragments stores nothing but what stands without a neighbour: a claim
+    about someone or something named, a short sentence that does not lean on what came before
+    (`SHORT`: "Table for six at Luca's, Friday 8pm."), and one that leans but names something
+    (`names_a_thing`: "This is from Osaka Miami!"), kept as said.
     """
     out: list[list[Candidate]] = []
     waiting: list[Candidate] = []
@@ -178,20 +206,29 @@ def attach_fragments(said: list[list[Candidate]]) -> list[list[Candidate]]:
                 joined = f"{out[kept][-1].text} {text}"
                 out[kept][-1] = _with_text(out[kept][-1], joined)
                 # A claim the fragment makes ("..., it's Dr. Lindqvist") stays a claim, in the joined words.
-                out.append([_with_text(c, joined) for c in cands if _claims(c)])
+                out.append([_claim_of(c, joined) for c in cands if _claims(c)])
             else:
                 waiting.extend(cands)
                 out.append([])
             continue
         if waiting and cands and cands[0].command is None:
             joined = " ".join([waiting[0].text, cands[0].text])
-            cands = [_with_text(cands[0], joined), *cands[1:], *(_with_text(c, joined) for c in waiting if _claims(c))]
+            cands = [_with_text(cands[0], joined), *cands[1:], *(_claim_of(c, joined) for c in waiting if _claims(c))]
             waiting = []
         out.append(cands)
-    # Fragments with nothing to lean on: a claim about someone or something named, or a correction ("Actually
-    # it's 84, not 48."), is kept in its own words; the rest ("Looks great.") says nothing alone.
-    out.append([c for c in waiting if _claims(c) and (c.subject or c.old_value)])
+    # Fragments with nothing to lean on: a claim about someone or something named, a correction ("Actually
+    # it's 84, not 48."), a short sentence whole in itself, or one that names something, is kept in its own
+    # words; the rest ("Looks great.") says nothing alone.
+    out.append([c for c in waiting if _claims(c) and (c.subject or c.old_value) or c.meta.get("fragment") == SHORT
+                or c.meta.get("names")])
     return out
+
+
+def _claim_of(c: Candidate, joined: str) -> Candidate:
+    """Return the memory of a fragment's own claim: in the joined words when its words lean on them ("It was
+    Matt Patterson."); in its own when they do not ("I'm Alice."), so that it never carries the words of a
+    neighbour's claim, which may later be superseded while it stays."""
+    return c if c.meta.get("fragment") == SHORT else _with_text(c, joined)
 
 
 def _claims(c: Candidate) -> bool:

@@ -47,14 +47,17 @@ from .commands import POINTER, command_verb, forget_request, target
 from .parser import RECENT_SIZE, parse
 from .render import render
 from .said import (
+    SHORT,
     as_said,
     asks_the_assistant,
     attach_fragments,
     content_words,
     labelled,
+    leaning,
     leans_on_context,
     points_back_to,
     said_with,
+    sentence_like,
     states,
 )
 from .speakers import USER_SPEAKER, Speaker, speaker_lines
@@ -558,7 +561,9 @@ def _sentence(sent: Any, raw: str, st: TurnState, speaker: Speaker, emphasis: bo
     if not found and _informative(text, to_a_person=speaker.key != "user"):
         note = _note(sent, raw, category="event" if sent.root.tag_ == "VBD" else "note", me=speaker)
         if leans_on_context(sent):
-            note = replace(note, meta={**note.meta, "fragment": True})
+            note = leaning(note, sent)
+        elif not sentence_like(sent):
+            note = replace(note, meta={**note.meta, "fragment": SHORT})
         found = [finalise(note, st.cfg, emphasis=emphasis, hedge=hedge, pinned=False)]
     return found
 
