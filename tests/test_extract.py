@@ -568,3 +568,16 @@ def test_he_or_she_still_stands_for_the_name_just_said(name):
     claims = extract_offline(f"{name} called me. She got the job.")
     assert any(c.subject == name.lower() and c.text == f"{name} got the job." for c in claims), \
         [(c.subject, c.text) for c in claims]
+
+
+def test_a_live_memory_keeps_the_sentences_around_the_one_it_came_from():
+    from mnemo.extract.live import said_around
+
+    turn = " ".join(f"Sentence {n} is about topic{n}." for n in range(12))
+    around = said_around(turn, "topic6 is what this one is about")
+    # Its own sentence and three either side, as the parser keeps them; not the whole turn.
+    assert around.startswith("Sentence 3 ") and around.endswith("topic9.")
+    assert said_around("", "anything") == ""
+    found = extract(FakeLLM({"candidates": [_item(text="Lisbon it is.")]}), _turn("We argued for weeks. Lisbon it is."),
+                    [], CFG)
+    assert found[0].meta["context"] == "We argued for weeks. Lisbon it is."

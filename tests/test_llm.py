@@ -446,3 +446,19 @@ def test_a_live_answer_keeps_the_ids_it_cites_from_the_pack_and_drops_invented_o
     stub.script = [f"Lisbon [{new}], by the sea [{old.id}]; see also [m-0123456789abcdef]."]
     assert answer(live, r).cited == [new, old.id]
     mem.close()
+
+
+def test_a_live_extracted_memory_is_searched_with_the_sentences_around_it(stub, live):
+    # The model writes a clause ("It was a gift from her aunt."); the turn says what "it" is. As with the
+    # parser's memories, lexical and dense search read the turn's sentences around it (model.context_of).
+    item = {"text": "It was a gift from her aunt.", "kind": "semantic", "category": "fact", "subject": "Noor",
+            "attribute": None, "value": None, "record_id": None, "references": [], "importance": 0.5,
+            "single_valued": False, "negated": False, "old_value": None, "cause": None, "command": None,
+            "pinned": False}
+    stub.script = [json.dumps({"candidates": [item]})]
+    mem = mnemo.Memory.open(":memory:", embedder="hash", llm=live)
+    mem.remember("Noor showed me her grandmother's brass telescope. It was a gift from her aunt.", user="u")
+    (m,) = mem.memories("u")
+    assert m.text == "It was a gift from her aunt." and "telescope" in m.meta["context"]
+    assert [i for i, _ in mem.store.search_lexical("brass telescope", 5, user="u")] == [m.id]
+    mem.close()

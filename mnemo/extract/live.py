@@ -4,7 +4,9 @@
 
 The model's answer is normalised like the offline claims (canonical subjects, slots and values,
 ISO dates), floored by the same rules, and a forget command is accepted only when the turn itself
-holds an explicit forget request (defence in depth against a model talked into one). Items without
+holds an explicit forget request (defence in depth against a model talked into one). Each memory
+keeps the sentences of the turn around the one it came from, searched beside its words
+(`said_around`), as the parser's do. Items without
 text are dropped; if every item is unusable the answer is refused with LLMResponseError rather
 than read as "nothing found". Reconciliation is one code path for both extractors.
 """
@@ -15,7 +17,7 @@ import re
 
 from ..config import WriteConfig
 from ..errors import LLMResponseError
-from ..model import CATEGORIES, KINDS, Candidate, Turn
+from ..model import CATEGORIES, CONTEXT_KEY, KINDS, Candidate, Turn
 from ..normalise import (
     DATE_ATTRIBUTES,
     RECORD_ID,
@@ -25,6 +27,7 @@ from ..normalise import (
     parse_date,
 )
 from .categories import KIND_OF
+from .said import CONTEXT_SENTENCES
 from .turns import allows_forget, extract_offline, finalise
 from .values import marks, value_type
 
@@ -55,6 +58,23 @@ EXTRACT_SCHEMA: dict = {
 }
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"\w+")
+CONTEXT_CHARS = 2_000  # a context past this is cut: a turn with no sentence ends does not repeat whole per memory
+
+
+def said_around(turn_text: str, text: str) -> str:
+    """Return the sentences of the turn around the one a model's memory text came from (the sentence sharing
+    most words with it, `said.CONTEXT_SENTENCES` either side): what the memory is searched with, as the
+    offline parser keeps it (`model.context_of`)."""
+    sentences = [s for s in _SENTENCE_END.split(turn_text.strip()) if s]
+    if not sentences:
+        return ""
+    words = set(_WORD.findall(text.lower()))
+    k = max(range(len(sentences)), key=lambda i: len(words & set(_WORD.findall(sentences[i].lower()))))
+    return " ".join(sentences[max(0, k - CONTEXT_SENTENCES):k + CONTEXT_SENTENCES + 1])[:CONTEXT_CHARS]
+
+
 def from_model(item: dict, turn: Turn, cfg: WriteConfig, may_forget: bool) -> Candidate:
     """Return the claim for one item of the model's answer, normalised, checked and floored."""
     coerced = []
@@ -66,7 +86,7 @@ def from_model(item: dict, turn: Turn, cfg: WriteConfig, may_forget: bool) -> Ca
     value = normalise_value(item.get("value"))
     text = str(item["text"]).strip()
     meta: dict = {"source_text": turn.text, "extractor": "model", "marks": sorted(marks(text)),
-                  "value_type": value_type(value) if value else "none"}
+                  "value_type": value_type(value) if value else "none", CONTEXT_KEY: said_around(turn.text, text)}
     if attr:
         meta["slot_phrase"] = (item.get("attribute") or "").lower().replace("_", " ")
     if attr in DATE_ATTRIBUTES and value:
