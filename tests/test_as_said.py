@@ -331,3 +331,17 @@ def test_a_leaning_sentence_alone_in_its_turn_is_kept_when_it_names_something(me
 
 def test_a_name_said_to_the_listener_is_not_something_named(mem):
     assert _said(mem, "Looks lovely, Anja.") == []
+
+
+@pytest.mark.parametrize("turn", ["How do I get wax out of a tablecloth", "What should I cook for my in-laws on Sunday.",
+                                  "Can you suggest a route up Snowdon for beginners", "Is the ferry to Arran running today"])
+def test_a_question_without_its_question_mark_is_not_a_memory(mem, turn):
+    assert _said(mem, turn) == []
+
+
+def test_an_exclamation_with_a_question_word_is_not_read_as_a_question():
+    from mnemo.extract.questions import is_question
+
+    for said in ("What a lovely garden you have.", "How lucky we are with this weather.", "What I need is a holiday."):
+        assert not is_question(parse([said])[0]), said
+    assert is_question(parse(["Has the plumber confirmed Thursday"])[0])

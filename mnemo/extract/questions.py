@@ -27,6 +27,9 @@ from .parser import parse_one
 _WANTS = {"when": "date", "where": "place", "who": "name", "whom": "name", "whose": "name"}
 _HOW = {"much": "money", "many": "number", "long": "duration", "old": "number", "often": "thing"}
 _SELF = frozenset({"user", "team"})
+# Words a sentence may open with before its question: "so", "ok", "btw what do I ...".
+_SUBJECTS = frozenset({"nsubj", "nsubjpass", "expl"})
+_OPENERS = frozenset("so ok okay anyway btw hey hi also and but well oh um right".split())
 
 
 @dataclass(frozen=True)
@@ -313,3 +316,47 @@ def describe(q: Ask) -> dict[str, Any]:
     return {"subject": q.subject, "slot": q.slot, "slot_phrase": q.slot_phrase, "wants": q.wants,
             "entities": list(q.entities), "names": list(q.names), "request": q.request, "asked": q.asked,
             "earlier": q.earlier}
+
+
+def is_question(sent: Any) -> bool:
+    """Return True for a parsed sentence that is a question, said with its "?" or without one (`_inverted`);
+    a statement with a question tag ("X means Y, right?") is a statement.
+
+    A tagged statement keeps declarative order: its first clause has its subject before its verb
+    and no question word or inverted auxiliary opens it; the tag after the last comma is short.
+    """
+    text = sent.text.strip()
+    if text.endswith("?"):
+        return not _tagged(sent)
+    return _inverted(sent)
+
+
+def _inverted(sent: Any) -> bool:
+    """Return True for a question written without its "?": an auxiliary before its subject, opening the sentence
+    ("Can you help me plan a week of lunches") or right after a question word's phrase ("What do I pack for
+    ...", "How much cash should I take"). Exclamations ("What a day", "How lucky I am") keep the subject first."""
+    words = [t for t in sent if not (t.is_punct or t.is_space or t.dep_ == "intj" or t.lower_ in _OPENERS)]
+    if not words:
+        return False
+    first = words[0]
+    for k, a in enumerate(words[:-1]):
+        if a.dep_ in _SUBJECTS:
+            return False  # the subject came first: declarative order
+        subject = words[k + 1] if words[k + 1].dep_ in _SUBJECTS else words[k + 1].head
+        if a.pos_ == "AUX" and (a.dep_ in ("aux", "auxpass") or a.dep_ == "ROOT" and k == 0) and \
+                subject.dep_ in _SUBJECTS and subject.i > a.i:
+            return k == 0 or first.tag_ in ("WDT", "WP", "WP$", "WRB")
+    return False
+
+
+def _tagged(sent: Any) -> bool:
+    """Return True when a "?" sentence is a statement with a short tag after a comma ("..., right?")."""
+    commas = [t.i for t in sent if t.text == ","]
+    if not commas or sent.end - commas[-1] > 5:
+        return False
+    body = sent.doc[sent.start:commas[-1]]
+    first = next((t for t in body if not t.is_punct and t.dep_ not in ("intj", "cc")), None)
+    if first is None or first.tag_ in ("WDT", "WP", "WP$", "WRB") or first.pos_ == "AUX":
+        return False
+    verb = next((t for t in body if t.pos_ in ("VERB", "AUX") and t.dep_ not in ("aux", "auxpass", "amod")), None)
+    return verb is not None and any(c.dep_ in ("nsubj", "nsubjpass", "expl") and c.i < verb.i for c in verb.children)

@@ -45,6 +45,7 @@ from .categories import BASE_IMPORTANCE, LESSON
 from .clauses import analyse, heads, truth_frame
 from .commands import POINTER, command_verb, forget_request, target
 from .parser import RECENT_SIZE, parse
+from .questions import is_question
 from .render import render
 from .said import (
     SHORT,
@@ -211,31 +212,6 @@ def _chunks(text: str, limit: int) -> tuple[list[str], int]:
             if part:
                 found.append(part.rstrip(";").strip() + ("" if part.endswith((".", "!", "?", ";")) else ""))
     return found[:limit], max(0, len(found) - limit)
-
-
-def _is_question(sent: Any) -> bool:
-    """Return True for a question; a statement with a question tag ("X means Y, right?") is a statement.
-
-    A tagged statement keeps declarative order: its first clause has its subject before its verb
-    and no question word or inverted auxiliary opens it; the tag after the last comma is short.
-    """
-    text = sent.text.strip()
-    if text.endswith("?"):
-        return not _tagged(sent)
-    return False
-
-
-def _tagged(sent: Any) -> bool:
-    """Return True when a "?" sentence is a statement with a short tag after a comma ("..., right?")."""
-    commas = [t.i for t in sent if t.text == ","]
-    if not commas or sent.end - commas[-1] > 5:
-        return False
-    body = sent.doc[sent.start:commas[-1]]
-    first = next((t for t in body if not t.is_punct and t.dep_ not in ("intj", "cc")), None)
-    if first is None or first.tag_ in ("WDT", "WP", "WP$", "WRB") or first.pos_ == "AUX":
-        return False
-    verb = next((t for t in body if t.pos_ in ("VERB", "AUX") and t.dep_ not in ("aux", "auxpass", "amod")), None)
-    return verb is not None and any(c.dep_ in ("nsubj", "nsubjpass", "expl") and c.i < verb.i for c in verb.children)
 
 
 def _informative(text: str, to_a_person: bool = False) -> bool:
@@ -539,7 +515,7 @@ def _sentence(sent: Any, raw: str, st: TurnState, speaker: Speaker, emphasis: bo
                          meta={k: v for k, v in c.meta.items() if k != "fragment"}) for c in found]
         return [finalise(c, st.cfg, emphasis=emphasis, hedge=False, pinned=not c.meta.get("suspicious"))
                 for c in found]
-    if _is_question(sent):
+    if is_question(sent):
         return []
     root = _condition(sent)
     if root is not None:
