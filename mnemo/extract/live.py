@@ -23,8 +23,10 @@ from ..normalise import (
     RECORD_ID,
     canonical_attribute,
     canonical_subject,
+    content_tokens,
     normalise_value,
     parse_date,
+    sentences,
 )
 from .categories import KIND_OF
 from .said import CONTEXT_SENTENCES
@@ -58,21 +60,19 @@ EXTRACT_SCHEMA: dict = {
 }
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_WORD = re.compile(r"\w+")
 CONTEXT_CHARS = 2_000  # a context past this is cut: a turn with no sentence ends does not repeat whole per memory
 
 
 def said_around(turn_text: str, text: str) -> str:
     """Return the sentences of the turn around the one a model's memory text came from (the sentence sharing
-    most words with it, `said.CONTEXT_SENTENCES` either side): what the memory is searched with, as the
-    offline parser keeps it (`model.context_of`)."""
-    sentences = [s for s in _SENTENCE_END.split(turn_text.strip()) if s]
-    if not sentences:
+    most content words with it, `said.CONTEXT_SENTENCES` either side): what the memory is searched with, as
+    the offline parser keeps it (`model.context_of`)."""
+    said = sentences(turn_text)
+    if not said:
         return ""
-    words = set(_WORD.findall(text.lower()))
-    k = max(range(len(sentences)), key=lambda i: len(words & set(_WORD.findall(sentences[i].lower()))))
-    return " ".join(sentences[max(0, k - CONTEXT_SENTENCES):k + CONTEXT_SENTENCES + 1])[:CONTEXT_CHARS]
+    words = content_tokens(text)
+    k = max(range(len(said)), key=lambda i: len(words & content_tokens(said[i])))
+    return " ".join(said[max(0, k - CONTEXT_SENTENCES):k + CONTEXT_SENTENCES + 1])[:CONTEXT_CHARS]
 
 
 def from_model(item: dict, turn: Turn, cfg: WriteConfig, may_forget: bool) -> Candidate:

@@ -22,14 +22,13 @@ from ..match import hard
 from ..normalise import canonical_subject
 from . import entities, slots
 from .parser import parse_one
+from .render import LEADING_FILLER
 
 # What a question word asks for.
 _WANTS = {"when": "date", "where": "place", "who": "name", "whom": "name", "whose": "name"}
 _HOW = {"much": "money", "many": "number", "long": "duration", "old": "number", "often": "thing"}
 _SELF = frozenset({"user", "team"})
-# Words a sentence may open with before its question: "so", "ok", "btw what do I ...".
 _SUBJECTS = frozenset({"nsubj", "nsubjpass", "expl"})
-_OPENERS = frozenset("so ok okay anyway btw hey hi also and but well oh um right".split())
 
 
 @dataclass(frozen=True)
@@ -335,7 +334,7 @@ def _inverted(sent: Any) -> bool:
     """Return True for a question written without its "?": an auxiliary before its subject, opening the sentence
     ("Can you help me plan a week of lunches") or right after a question word's phrase ("What do I pack for
     ...", "How much cash should I take"). Exclamations ("What a day", "How lucky I am") keep the subject first."""
-    words = [t for t in sent if not (t.is_punct or t.is_space or t.dep_ == "intj" or t.lower_ in _OPENERS)]
+    words = [t for t in sent if not (t.is_punct or t.is_space or t.dep_ == "intj" or t.lower_ in LEADING_FILLER)]
     if not words:
         return False
     first = words[0]

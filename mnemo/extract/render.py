@@ -20,7 +20,7 @@ _FIRST = ("i", "me", "my", "mine", "myself")
 _AGREE = {"am": "is", "'m": "is", "are": "is", "'re": "is", "have": "has", "'ve": "has", "do": "does",
           "were": "was", "was": "was", "'d": "would", "'ll": "will"}
 _IRREGULAR = {"go": "goes", "be": "is"}
-_DROP_LEADING = frozenset("please pls oh ah well so hey hi hello ok okay yes yeah also and but anyway btw".split())
+LEADING_FILLER = frozenset("please pls oh ah well so hey hi hello ok okay yes yeah also and but anyway btw".split())
 
 
 def third_person_verb(verb: str) -> str:
@@ -75,7 +75,7 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
     toks = list(tokens)
     # A stage direction's clause ("[shares a photo]") says what the speaker does: it takes them as its subject.
     acting = third and bool(toks) and toks[0].sent.root in toks and stage_direction(list(toks[0].sent))
-    while toks and (toks[0].is_punct or toks[0].dep_ in ("intj", "cc") or toks[0].lower_ in _DROP_LEADING):
+    while toks and (toks[0].is_punct or toks[0].dep_ in ("intj", "cc") or toks[0].lower_ in LEADING_FILLER):
         toks.pop(0)
     # A name said to the listener before a comma ("John, I've been ...") addresses them; it says nothing.
     names = next((k for k, t in enumerate(toks) if t.pos_ != "PROPN"), len(toks))

@@ -219,8 +219,8 @@ def attach_fragments(said: list[list[Candidate]]) -> list[list[Candidate]]:
     # Fragments with nothing to lean on: a claim about someone or something named, a correction ("Actually
     # it's 84, not 48."), a short sentence whole in itself, or one that names something, is kept in its own
     # words; the rest ("Looks great.") says nothing alone.
-    out.append([c for c in waiting if _claims(c) and (c.subject or c.old_value) or c.meta.get("fragment") == SHORT
-                or c.meta.get("names")])
+    out.append([c for c in waiting if (_claims(c) and (c.subject or c.old_value))
+                or c.meta.get("fragment") == SHORT or c.meta.get("names")])
     return out
 
 
