@@ -31,7 +31,8 @@ DATE_ATTRIBUTES = frozenset({"deadline", "start_date", "end_date", "launch_date"
 CURRENCIES = {"€": "EUR", "eur": "EUR", "euro": "EUR", "euros": "EUR", "$": "USD", "usd": "USD",
               "dollar": "USD", "dollars": "USD", "£": "GBP", "gbp": "GBP", "pound": "GBP", "pounds": "GBP",
               "chf": "CHF", "jpy": "JPY", "yen": "JPY", "cny": "CNY", "rmb": "CNY", "yuan": "CNY"}
-_CUR = r"(?:€|\$|£|eur|euros?|usd|dollars?|gbp|pounds?|chf|jpy|yen|cny|rmb|yuan)"
+CURRENCY_WORDS = r"eur|euros?|usd|dollars?|gbp|pounds?|chf|jpy|yen|cny|rmb|yuan"
+_CUR = rf"(?:€|\$|£|{CURRENCY_WORDS})"
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 _MONEY_BEFORE = re.compile(rf"^(?P<cur>{_CUR})\s*(?P<num>{_NUM})$", re.I)
 _MONEY_AFTER = re.compile(rf"^(?P<num>{_NUM})\s*(?P<cur>{_CUR})$", re.I)

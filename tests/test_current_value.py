@@ -62,6 +62,22 @@ def test_a_memory_states_a_value_beside_what_the_question_asks():
     assert evidence.stated(q, said("c", "The tomato plants go out on May 3, 2025.", 0)) == frozenset()
 
 
+def test_an_amount_of_money_answers_how_much_it_costs_and_not_how_old_or_how_many():
+    cost = ask("How much does the yoga retreat cost?")
+    assert evidence.stated(cost, said("a", "The yoga retreat is £420 for the week.", 0)) == {"420"}
+    # A bare number beside the thing is no price: "the retreat runs 12-16 May" costs nothing said.
+    assert evidence.stated(cost, said("b", "The yoga retreat runs 12-16 May in Devon.", 0)) == frozenset()
+    old = ask("How old is the user's boiler?")
+    assert evidence.stated(old, said("c", "The boiler cost £900 back then and the boiler is 12 now.", 0)) == {"12"}
+    many = ask("How many hens does the user keep?")
+    assert evidence.stated(many, said("d", "The user keeps 6 hens, feed is 30 dollars a sack.", 0)) == {"6"}
+    # And a claim whose value is money does not answer a question for a number.
+    kofi = ask("How old is Kofi?")
+    pocket = said("e", "Kofi gets €5.", 0, subject="kofi", attribute="get", value="5 EUR",
+                  meta={"value_type": "money"})
+    assert evidence.fit(kofi, pocket, {}) == "entity"
+
+
 def test_a_date_question_reads_the_dates_and_a_number_the_question_says_is_no_answer():
     q = ask("When is my dentist appointment for tooth 36 scheduled?")
     assert q.wants == "date"

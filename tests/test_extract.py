@@ -535,6 +535,9 @@ def test_renaming_an_identifier_renames_the_claim_subject(a, b, n, attribute):
     ("Where does Lena work?", ["lena"]),
     ("Lena works where?", ["lena"]),
     ("Mention the Lisbon trip.", ["lisbon"]),
+    # A word that takes an auxiliary or a subject is a verb the tagger read as a proper noun.
+    ("What cookware does the user bake bread in?", []),
+    ("What oil does Priya fry fish in?", ["priya"]),
 ])
 def test_question_names_are_names_not_capitals(question, names):
     from mnemo.extract.questions import ask
@@ -549,6 +552,17 @@ def test_a_question_asks_the_attribute_of_what_its_preposition_names(question, s
     from mnemo.extract.questions import ask
     q = ask(question)
     assert (q.subject, q.slot) == (subject, slot)
+
+
+@pytest.mark.parametrize(("question", "subject", "asked"), [
+    # "wh do NP V?": the small model reads the verb as the head noun of the subject, or as the object of "do".
+    ("Which banking app do the user's children use?", "user's children", "banking app"),
+    ("Which bakery does the user's brother own?", "user's brother", "bakery"),
+])
+def test_a_do_question_keeps_its_verb_out_of_its_subject(question, subject, asked):
+    from mnemo.extract.questions import ask
+    q = ask(question)
+    assert (q.subject, q.asked) == (subject, asked)
 
 
 @pytest.mark.parametrize("text, person, said", [

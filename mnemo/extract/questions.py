@@ -137,8 +137,14 @@ def _ask_one(question: str) -> Ask:
         subject, verb_lemma = repaired
         keys.append(subject)
         slot, phrase = _relation_slot(doc, wants, lemma=verb_lemma)
+        if slot is None and asked_noun is not None and not (wh is not None and wh.lower_ == "how"):
+            # "Which banking app do they use?": the verb names no slot the table knows; the noun asked does.
+            phrase = slots.slot_words_key([w for w in [*entities.modifiers(asked_noun), asked_noun]
+                                           if w.lower_ not in ("what", "which")])
+            slot = slots.canonical_slot(phrase, wants or "*", relation=False)[0]
         return Ask(question, subject=subject, slot=slot, slot_phrase=phrase or verb_lemma, wants=wants,
-                   entities=(subject,), names=tuple(e for e in (subject,) if hard(e)))
+                   entities=(subject,), names=tuple(e for e in (subject,) if hard(e)),
+                   asked=_phrase(asked_noun) if asked_noun is not None else None)
     called = _called(doc, mentions)
     if called is not None:
         # "What is the user's dog called?": the name of the user's dog.
@@ -230,13 +236,19 @@ def _names(doc: Any) -> list[str]:
     for t in [*doc, None]:
         if t is not None and _capital_only(t):
             continue
-        if t is not None and (t.pos_ == "PROPN" or run and t.like_num and t.i == run[-1].i + 1):
+        if t is not None and (t.pos_ == "PROPN" and not _predicate(t) or run and t.like_num and t.i == run[-1].i + 1):
             run.append(t)
             continue
         if run:
             out.append(" ".join(x.lower_ for x in run))
             run = []
     return [n for n in out if n not in _SELF and n != "user"]
+
+
+def _predicate(t: Any) -> bool:
+    """Return True for a word that takes an auxiliary or a subject: a verb the tagger read as a proper noun
+    ("What cookware does the user bake bread in?"), never a name."""
+    return any(c.dep_ in ("aux", "auxpass", "nsubj", "nsubjpass") for c in t.children)
 
 
 def _capital_only(t: Any) -> bool:
@@ -248,15 +260,23 @@ def _capital_only(t: Any) -> bool:
 
 def _verb_read_as_noun(doc: Any, mentions: entities.Mentions) -> tuple[str, str] | None:
     """Return (subject key, verb) for "wh do NP V?" parsed with V as the head noun of NP, else None."""
-    root = doc[:].root
     words = [t for t in doc if not t.is_punct]
-    if root.lemma_ != "do" or not words or words[-1].dep_ not in ("nsubj", "nsubjpass") or words[-1].pos_ != "NOUN":
+    if not words or words[-1].pos_ != "NOUN":
         return None
     head = words[-1]
+    do = head.head if head.dep_ != "ROOT" else next((c for c in head.children if c.dep_ == "aux"), None)
+    if do is None or do.lemma_ != "do":
+        return None
+    # The noun is read as the subject of "do" ("does the user's insurance renew"), as the root that "do"
+    # is the auxiliary of ("how much does the retreat cost"), or, when "do" is the only verb and a wh-word
+    # opens the question, as its object ("which app do the user's children use").
+    auxiliary = words[0].tag_ in ("WDT", "WP", "WRB") and not any(c.dep_ == "aux" for c in do.children)
+    if head.dep_ not in ("nsubj", "nsubjpass", "ROOT") and not (head.dep_ == "dobj" and auxiliary):
+        return None
     if not any(c.dep_ in ("compound", "poss") for c in head.children):
         return None
     poss = next((c for c in head.children if c.dep_ == "poss"), None)
-    mods = [t for t in entities.modifiers(head)]
+    mods = [t for t in entities.modifiers(head) if t.lower_ not in ("how", "much", "many", "what", "which")]
     thing = " ".join(t.text.lower() for t in mods) if mods else None
     if thing is None:
         return None

@@ -42,17 +42,19 @@ from functools import lru_cache
 
 from .. import lexicon, match
 from ..model import MemoryRecord
-from ..normalise import MONTHS, content_tokens
+from ..normalise import CURRENCY_WORDS, MONTHS, content_tokens
 
 FITS = ("answers", "entity", "other", "conflict")
 # What each fit adds to a candidate's ranking score (times RecallConfig.weight_claim).
 FIT_SCORE = {"answers": 1.0, "entity": 0.3, "other": 0.0, "conflict": -1.0}
 # Value types a question word accepts: "when" is answered by a date, a time or a duration.
 _COMPATIBLE = {"date": {"date", "time"}, "place": {"place", "name", "org"}, "name": {"name", "org", "group"},
-               "money": {"money", "number"}, "number": {"number", "quantity", "money"}, "duration": {"duration"}}
+               "money": {"money", "number"}, "number": {"number", "quantity"}, "duration": {"duration"}}
 _WORD = re.compile(r"[\w@.+-]+")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[,.]\d+)*")
 _DIGIT = re.compile(r"\d")
+# A number said as an amount of money: a currency sign or word beside it ("£3.50", "300 euros", "53p").
+_MONEY = re.compile(rf"(?:[€$£¥]\s*(?:{_NUMBER.pattern})|(?:{_NUMBER.pattern})(?:p\b|\s*(?:{CURRENCY_WORDS})\b))", re.I)
 # A date said with its month's name ("November 25", "25 November 2024", "May 13th"), or a year alone.
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 _DATE = re.compile(rf"\b(?:(?:{_MONTH})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?|"
@@ -326,6 +328,12 @@ def _stated(q, text: str) -> frozenset[str]:
         return frozenset()
     dated = q.wants in (None, "date")
     text = text if dated else _DATE.sub(" ", text)
+    # An amount of money answers "how much does it cost", not "how old" or "how many"; a bare number the reverse.
+    money = [m.group() for m in _MONEY.finditer(text)]
+    if q.wants == "money":
+        text = " ".join(money)
+    elif q.wants is not None:
+        text = _MONEY.sub(" ", text)
     values = {n.replace(",", "") for n in _NUMBER.findall(text)}
     if dated:
         values |= {w for w in _words(text) if w in MONTHS}
