@@ -595,3 +595,16 @@ def test_a_live_memory_keeps_the_sentences_around_the_one_it_came_from():
     found = extract(FakeLLM({"candidates": [_item(text="Lisbon it is.")]}), _turn("We argued for weeks. Lisbon it is."),
                     [], CFG)
     assert found[0].meta["context"] == "We argued for weeks. Lisbon it is."
+
+
+@pytest.mark.parametrize(("text", "subject", "value"), [
+    # After a noun, an "'s" before a word that cannot begin a noun phrase is the verb, not a possessive.
+    ("Grandad's no longer at the allotment on Fridays.", "grandad", "allotment"),
+    ("Mira's on nights this month and she's shattered.", "mira", "nights"),
+    # A possessive stays one: what follows is what is owned.
+    ("Kofi's bike is blue.", "kofi's bike", "blue"),
+])
+def test_an_s_after_a_noun_is_read_by_what_follows_it(text, subject, value):
+    claim = extract_offline(text, now=NOW)[0]
+    assert claim.subject == subject and value in (claim.value or "")
+    assert claim.text.startswith(text.split("'s")[0] + "'s")  # kept as said: the words are not rewritten

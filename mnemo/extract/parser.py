@@ -31,6 +31,16 @@ NUMBER_GROUPS = re.compile(r"\+\d[\d ()-]{5,}\d|\b\d+(?:-\d+)+\b")
 HYPHENATED = re.compile(r"\b[A-Za-z]+(?:-[A-Za-z]+)+\b")
 # Texts parsed per batch by nlp.pipe: large enough to amortise, small enough to bound memory.
 BATCH = 64
+# A possessive "'s" is a determiner: what follows it is what is owned. After a noun, an "'s" followed by a
+# word that cannot begin a noun phrase (a determiner, an adverb, a preposition) is the verb: "is", or "has"
+# before a participle. Chat writes "Nan's no longer in room 12" and "Rory's still on £3.50"; the small
+# model reads both as possessives unless the token's norm says which.
+_IS_BEFORE = frozenset(
+    "a an the this that these those my your his her our their its no not never still always just now already also "
+    "so very really only actually mostly quite too definitely probably usually currently finally on in at with from "
+    "off out up down over under into onto about after before like near nearer away around across behind".split())
+_HAS_BEFORE = frozenset("got been gone had done".split())
+_CLOSES = frozenset("and but now . , ! ? ; years months weeks today".split())
 
 
 class ParserUnavailable(MnemoError):
@@ -66,6 +76,14 @@ def _nlp() -> Any:
                     retok.merge(span)
             return doc
 
+    if not Language.has_factory("mnemo_contractions"):
+        @Language.component("mnemo_contractions")
+        def read_contractions(doc):
+            for t in doc[1:-1]:
+                if t.lower_ in ("'s", "\u2019s") and not t.nbor(-1).is_stop:
+                    t.norm_ = verb_of(t.nbor())
+            return doc
+
     if not Language.has_factory("mnemo_merged_tags"):
         @Language.component("mnemo_merged_tags")
         def tag_merged(doc):
@@ -79,9 +97,18 @@ def _nlp() -> Any:
 
     nlp = model.load()
     nlp.add_pipe("mnemo_identifiers", first=True)
+    nlp.add_pipe("mnemo_contractions", after="mnemo_identifiers")
     nlp.add_pipe("mnemo_merged_tags", last=True)
     nlp.meta["mnemo_spacy_version"] = spacy.__version__
     return nlp
+
+
+def verb_of(nxt: Any) -> str:
+    """Return the norm of an "'s" after a noun, from the word after it: "is", "has", or "'s" (a possessive)."""
+    after = nxt.nbor() if nxt.i + 1 < len(nxt.doc) else None
+    if nxt.lower_ in _IS_BEFORE or nxt.like_num and (after is None or after.lower_ in _CLOSES):
+        return "is"
+    return "has" if nxt.lower_ in _HAS_BEFORE else "'s"
 
 
 def _compounds() -> re.Pattern:
