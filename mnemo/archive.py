@@ -12,9 +12,9 @@ manifest is written and read back, and only then are the rows deleted from the h
 store, in one transaction that rolls back unless it deletes exactly what was archived.
 This is the one place mnemo hard-deletes anything.
 
-Both store engines keep the archive contract (DuckDB: `store.parquet`, PostgreSQL:
-`store.pg_archive`) and write the same files, so a run restores into either; row
-digests are checked when the engine that restores is the one that archived.
+Both store engines hold a part that keeps the archive contract, `store.archive` (DuckDB:
+`store.parquet`, PostgreSQL: `store.pg_archive`), and write the same files, so a run restores
+into either; row digests are checked when the engine that restores is the one that archived.
 """
 
 from __future__ import annotations
@@ -78,11 +78,12 @@ def _fetch_checked(objects: ObjectStore, key: str, sha256: str, dest: Path, rows
 
 
 def archiving(store: Store) -> Archiving:
-    """Return `store` when its engine keeps the cold archive (`store.Archiving`); raise StoreError if not."""
-    if not isinstance(store, Archiving):
-        raise StoreError(f"the store at {store.path} ({type(store).__name__}) has no cold archive: its engine does not "
-                         "keep mnemo.store.Archiving (DuckDBStore and PgStore do)")
-    return store
+    """Return the store's cold archive, the part its engine holds as `store.archive`; raise StoreError if none."""
+    cold = getattr(store, "archive", None)
+    if not isinstance(cold, Archiving):
+        raise StoreError(f"the store at {store.path} ({type(store).__name__}) has no cold archive: its engine holds "
+                         "no mnemo.store.Archiving as `archive` (DuckDBStore and PgStore do)")
+    return cold
 
 
 def archive(store: Store, objects: ObjectStore, *, retention: timedelta, now: datetime, dry_run: bool = False,
@@ -94,16 +95,16 @@ def archive(store: Store, objects: ObjectStore, *, retention: timedelta, now: da
     """
     if retention < timedelta(0):
         raise InvalidInput(f"retention must not be negative, got {retention}")
-    archiving(store)
+    cold = archiving(store)
     cutoff = now - retention
-    months = store.archive_candidates(cutoff)
+    months = cold.candidates(cutoff)
     if dry_run or not months:
         return ArchiveReport(None, cutoff, months, dry_run=dry_run)
     run_id = f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     prefix = _run_prefix(run_id)
     tmp = Path(tempfile.mkdtemp(prefix="mnemo-archive-"))
     try:
-        parts = store.archive_export(cutoff, tmp / "out")
+        parts = cold.export(cutoff, tmp / "out")
         partitions = []
         for n, part in enumerate(parts):
             entry: dict[str, Any] = {"month": part["month"], "files": {}}
@@ -120,8 +121,8 @@ def archive(store: Store, objects: ObjectStore, *, retention: timedelta, now: da
         manifest = {
             "format": FORMAT, "run_id": run_id, "created_at": now.isoformat(), "cutoff": cutoff.isoformat(),
             "retention_days": retention.total_seconds() / 86400, "embedder": store.embedder, "dim": store.dim,
-            "schema_version": store.schema_version, "duckdb": ENGINE_VERSION, "engine": store.archive_engine,
-            "store": store.path, "digest": store.digest_method, "rows": rows, "partitions": partitions,
+            "schema_version": store.schema_version, "duckdb": ENGINE_VERSION, "engine": cold.engine,
+            "store": store.path, "digest": cold.digest_method, "rows": rows, "partitions": partitions,
         }
         body = json.dumps(manifest, indent=2, sort_keys=True).encode()
         (tmp / "manifest.json").write_bytes(body)
@@ -130,7 +131,7 @@ def archive(store: Store, objects: ObjectStore, *, retention: timedelta, now: da
         objects.verify(manifest_key, file_sha256(tmp / "manifest.json"))
         purged: dict[str, int] = {}
         if not keep_hot:
-            purged = store.archive_purge([p["files"]["memories"]["path"] for p in parts], rows)
+            purged = cold.purge([p["files"]["memories"]["path"] for p in parts], rows)
         return ArchiveReport(run_id, cutoff, months, manifest_key, rows, purged)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -159,7 +160,7 @@ def list_runs(objects: ObjectStore) -> list[dict[str, Any]]:
 
 def restore(store: Store, objects: ObjectStore, run_id: str) -> RestoreReport:
     """Re-insert an archive run's memories (with vectors), events and links; refuse ids already present."""
-    archiving(store)
+    cold = archiving(store)
     m = manifest(objects, run_id)
     if (m["embedder"], int(m["dim"])) != (store.embedder, store.dim):
         raise EmbedderMismatch(f"archive {run_id} was written with embedder {m['embedder']!r} ({m['dim']} dims); "
@@ -170,7 +171,7 @@ def restore(store: Store, objects: ObjectStore, run_id: str) -> RestoreReport:
     # Row digests hash an engine's own row encoding: comparable only under the same engine and schema.
     # Manifests from before the PostgreSQL archive name only their DuckDB version.
     engine = m.get("engine") or f"duckdb {m['duckdb']}"
-    same = engine == store.archive_engine and int(m["schema_version"]) == store.schema_version
+    same = engine == cold.engine and int(m["schema_version"]) == store.schema_version
     tmp = Path(tempfile.mkdtemp(prefix="mnemo-restore-"))
     try:
         files: dict[str, list[str]] = {t: [] for t in TABLES}
@@ -182,11 +183,11 @@ def restore(store: Store, objects: ObjectStore, run_id: str) -> RestoreReport:
                                                        tmp / f"{n}-{table}.parquet", f["rows"])))
                 rows, digest = expected[table]
                 expected[table] = (rows + f["rows"], f"{int(digest, 16) ^ int(f['digest'], 16):016x}")
-        counts = store.archive_restore(files, expected if same else None)
+        counts = cold.restore(files, expected if same else None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     note = "" if same else (f"row digests not checked: archived under {engine} / schema {m['schema_version']}, "
-                            f"restored into {store.archive_engine}; file sha256 and row counts were checked")
+                            f"restored into {cold.engine}; file sha256 and row counts were checked")
     return RestoreReport(run_id, counts, same, note)
 
 

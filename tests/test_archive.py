@@ -76,11 +76,11 @@ ARCHIVED = ("berlin", "old_pet", "new_pet", "gone")
 
 def test_dry_run_counts_and_changes_nothing(store, objects):
     populate(store)
-    before = store.table_digests()
+    before = store.archive.table_digests()
     report = archive(store, objects, retention=RETENTION, now=NOW, dry_run=True)
     assert report.dry_run and report.run_id is None
     assert report.months == {"2025-01": 2, "2025-02": 2}
-    assert store.table_digests() == before and objects.list() == []
+    assert store.archive.table_digests() == before and objects.list() == []
 
 
 def test_nothing_old_enough_writes_nothing(store, objects):
@@ -91,7 +91,7 @@ def test_nothing_old_enough_writes_nothing(store, objects):
 
 def test_archive_then_restore_round_trip(store, objects, tmp_path):
     m = populate(store)
-    before = store.table_digests()
+    before = store.archive.table_digests()
     vectors = {k: store.vectors([m[k].id])[0].copy() for k in ARCHIVED}
     report = archive(store, objects, retention=RETENTION, now=NOW)
 
@@ -116,7 +116,7 @@ def test_archive_then_restore_round_trip(store, objects, tmp_path):
 
     back = restore(store, objects, report.run_id)
     assert back.rows == report.rows and back.digests_checked
-    assert store.table_digests() == before
+    assert store.archive.table_digests() == before
     for k in ARCHIVED:
         assert store.get(m[k].id) == m[k]
         np.testing.assert_array_equal(store.vectors([m[k].id])[0], vectors[k])
@@ -128,10 +128,10 @@ def test_restore_refuses_ids_already_present(store, objects):
     populate(store)
     report = archive(store, objects, retention=RETENTION, now=NOW, keep_hot=True)
     assert report.purged == {}
-    before = store.table_digests()
+    before = store.archive.table_digests()
     with pytest.raises(InvalidInput, match="already in the store"):
         restore(store, objects, report.run_id)
-    assert store.table_digests() == before
+    assert store.archive.table_digests() == before
 
 
 def test_restore_refuses_another_embedder(store, objects, backend):
@@ -181,21 +181,21 @@ class CorruptingStore(LocalStore):
 
 def test_nothing_is_deleted_when_the_copy_does_not_verify(store, tmp_path):
     populate(store)
-    before = store.table_digests()
+    before = store.archive.table_digests()
     cold = CorruptingStore(tmp_path / "cold")
     with pytest.raises(ChecksumMismatch):
         archive(store, cold, retention=RETENTION, now=NOW)
-    assert store.table_digests() == before
+    assert store.archive.table_digests() == before
     assert not [k for k in cold.list() if k.endswith("manifest.json")]
 
 
 def test_a_wrong_secret_deletes_nothing(store, request, tmp_path):
     populate(store)
-    before = store.table_digests()
+    before = store.archive.table_digests()
     with pytest.raises(ObjectStoreError, match="refused"):
         archive(store, s3_store(request.getfixturevalue("s3_endpoint"), tmp_path, secret="wrong"),
                 retention=RETENTION, now=NOW)
-    assert store.table_digests() == before
+    assert store.archive.table_digests() == before
 
 
 class MeddlingStore(LocalStore):
@@ -215,7 +215,7 @@ def test_purge_rolls_back_if_the_store_changed_after_export(store, tmp_path):
     m = populate(store)
     with pytest.raises(StoreError, match="nothing was deleted"):
         archive(store, MeddlingStore(tmp_path / "cold", store, m["gone"].id), retention=RETENTION, now=NOW)
-    digests = store.table_digests()
+    digests = store.archive.table_digests()
     assert digests["memories"][0] == len(m) and digests["links"][0] == 3
     assert store.get(m["gone"].id) == m["gone"]
 
@@ -224,12 +224,12 @@ def test_restore_refuses_a_damaged_partition(store, tmp_path):
     populate(store)
     cold = LocalStore(tmp_path / "cold")
     report = archive(store, cold, retention=RETENTION, now=NOW)
-    before = store.table_digests()
+    before = store.archive.table_digests()
     key = manifest(cold, report.run_id)["partitions"][0]["files"]["memories"]["key"]
     (cold.root / key).write_bytes(b"PAR1 damaged")
     with pytest.raises(ChecksumMismatch):
         restore(store, cold, report.run_id)
-    assert store.table_digests() == before
+    assert store.archive.table_digests() == before
 
 
 @pytest.mark.slow
@@ -247,16 +247,16 @@ def test_100k_tombstones_round_trip_without_loss(store, backend, tmp_path):
         store.insert_events([Event(f"e-{i:016x}", records[i].id, records[i].status_at, records[i].status,
                                    "active", records[i].status, "bulk") for i in range(0, n, 200)])
         store.insert_links([Link(records[i].id, records[i + 1].id, "supersedes", T0) for i in range(0, n - 1, 400)])
-    before = store.table_digests()
+    before = store.archive.table_digests()
     cold = LocalStore(tmp_path / "cold")
     report = archive(store, cold, retention=timedelta(days=1), now=NOW)
     assert report.rows == {"memories": n, "events": n // 200, "links": n // 400}
-    assert store.table_digests()["memories"][0] == 0
+    assert store.archive.table_digests()["memories"][0] == 0
     man = manifest(cold, report.run_id)
     assert sum(p["files"]["memories"]["rows"] for p in man["partitions"]) == n
     assert len(man["partitions"]) == 11
     back = restore(store, cold, report.run_id)
-    assert store.table_digests() == before and back.digests_checked
+    assert store.archive.table_digests() == before and back.digests_checked
     if backend.name == "duckdb":
         assert len(store.index) == n, "the in-process index follows the restore"
     np.testing.assert_allclose(store.vectors([records[5].id, records[-1].id]), vectors[[5, -1]], rtol=1e-6)
@@ -294,7 +294,7 @@ def test_cli_archive_list_restore(tmp_path):
         gone = m.add("alice's old phone number is 555-0100", user="alice")
         m.add("alice likes green tea", user="alice")
         m.forget(gone.id, reason="user asked")
-        before = m.store.table_digests()
+        before = m.store.archive.table_digests()
     run = CliRunner()
     dry = run.invoke(app, ["archive", "--to", cold, "--retention-days", "0", "--dry-run", "--store", path])
     assert dry.exit_code == 0 and "would be archived" in dry.output
@@ -304,11 +304,11 @@ def test_cli_archive_list_restore(tmp_path):
     listed = run.invoke(app, ["archive", "list", "--from", cold, "--json"])
     assert [r["run_id"] for r in json.loads(listed.output)] == [run_id]
     with Memory.open(path) as m:
-        assert [r.id for r in m.memories("alice", include_inactive=True)] != [] and m.store.table_digests() != before
+        assert [r.id for r in m.memories("alice", include_inactive=True)] != [] and m.store.archive.table_digests() != before
     back = run.invoke(app, ["archive", "restore", run_id, "--from", cold, "--store", path])
     assert back.exit_code == 0, back.output
     with Memory.open(path) as m:
-        assert m.store.table_digests() == before and m.get(gone.id).status == "forgotten"
+        assert m.store.archive.table_digests() == before and m.get(gone.id).status == "forgotten"
     missing = run.invoke(app, ["archive", "--store", path], env={"MNEMO_ARCHIVE": ""})
     assert missing.exit_code != 0 and "MNEMO_ARCHIVE" in missing.output
 
@@ -318,10 +318,10 @@ def test_purge_rolls_back_when_another_replica_writes_meanwhile(pg_backend, tmp_
     store = pg_backend.open("hot", embedder=EMB.name, dim=EMB.dim)
     replica = pg_backend.open("hot", embedder=EMB.name, dim=EMB.dim)
     m = populate(store)
-    before = store.table_digests()
+    before = store.archive.table_digests()
     with pytest.raises(StoreError, match="nothing was deleted"):
         archive(store, MeddlingStore(tmp_path / "cold", replica, m["gone"].id), retention=RETENTION, now=NOW)
-    after = store.table_digests()
+    after = store.archive.table_digests()
     assert after["memories"] == before["memories"] and after["links"] == before["links"]
     assert after["events"][0] == before["events"][0] + 1, "only the replica's event was added"
     # Once the replica is done, a new run archives everything, its new event included.

@@ -135,11 +135,15 @@ DUCKDB = Dialect(
 )
 
 
-class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckDBLoad, ParquetArchive, SQLStore):
+class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckDBLoad, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
-    archive_engine = f"duckdb {ENGINE_VERSION}"  # archive row digests hash DuckDB's row encoding: per version
+
+    @property
+    def archive(self) -> ParquetArchive:
+        """The cold archive (`store.Archiving`): made on each access, it holds nothing but this store."""
+        return ParquetArchive(self)
 
     def ping(self) -> None:
         """Do nothing: an embedded database has no connection to lose (and the writer's is not this thread's)."""

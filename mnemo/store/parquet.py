@@ -1,8 +1,10 @@
 """The DuckDB store's cold archive (`mnemo.archive`): tombstones out to Parquet by month, and back, by digest.
 
 Archiving is the one place mnemo hard-deletes rows, and only rows it wrote out and
-verified first. `ParquetArchive` is mixed into `DuckDBStore`; it runs on the store's
-connection and transactions and rebuilds its in-process index after a purge or restore.
+verified first. `ParquetArchive` is the `DuckDBStore`'s `archive` part (`store.Archiving`): it
+runs on its store's connection and transactions, applies the store's waiting touches first
+(archived rows carry their access counts as the table holds them) and has the store rebuild
+its in-process index after a purge or restore.
 """
 
 from __future__ import annotations
@@ -11,17 +13,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from ..errors import InvalidInput, StoreError
 from .rows import naive
 
 
 class ParquetArchive:
-    """archive_candidates, archive_export, archive_purge, archive_restore and table_digests over DuckDB and Parquet."""
+    """candidates, export, purge, restore and table_digests over DuckDB and Parquet, for one `DuckDBStore`."""
 
-    # From the store it is mixed into: `con`, `transaction()`, `_writable()` and `_reload_index()`.
-    con: Any
-    path: str
+    engine = f"duckdb {duckdb.__version__}"  # row digests hash DuckDB's row encoding: comparable per version
     digest_method = "xor of DuckDB hash(row), per table"
+
+    def __init__(self, store: Any):
+        # The store this archive is part of (made on access: `DuckDBStore.archive`, so no cycle keeps it alive).
+        self.store = store
+        self.con = store.con
 
     # Archiving is the one place mnemo hard-deletes rows, and only rows it wrote out and verified first.
     _ARCHIVED = {
@@ -30,7 +37,7 @@ class ParquetArchive:
         "links": "SELECT * EXCLUDE (month) FROM archive_links WHERE month = ?",
     }
 
-    def archive_candidates(self, cutoff: datetime) -> dict[str, int]:
+    def candidates(self, cutoff: datetime) -> dict[str, int]:
         """Return {"YYYY-MM": count} of tombstones whose status changed before `cutoff`."""
         return dict(self.con.execute(
             "SELECT strftime(status_at, '%Y-%m') AS month, count(*) FROM memories WHERE status <> 'active' "
@@ -41,16 +48,16 @@ class ParquetArchive:
         rows, digest = self.con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM ({select}) t", params).fetchone()
         return int(rows), f"{int(digest or 0):016x}"
 
-    def archive_export(self, cutoff: datetime, out_dir: str | Path) -> list[dict[str, Any]]:
+    def export(self, cutoff: datetime, out_dir: str | Path) -> list[dict[str, Any]]:
         """Write tombstones older than `cutoff`, with their events and links, as Parquet partitions by month.
 
         Returns [{"month", "files": {table: {"path", "rows", "digest"}}}]. A link goes to the earlier
         month of its archived ends, so none is written twice. Nothing is deleted here.
         """
-        self.flush_touches()  # archived rows carry their access counts as the table holds them
+        self.store.flush_touches()
         out = Path(out_dir)
         parts: list[dict[str, Any]] = []
-        with self.transaction():
+        with self.store.transaction():
             self.con.execute("CREATE OR REPLACE TEMP TABLE archive_ids AS SELECT id, strftime(status_at, '%Y-%m') "
                              "AS month FROM memories WHERE status <> 'active' AND status_at < ?", [naive(cutoff)])
             self.con.execute("CREATE OR REPLACE TEMP TABLE archive_links AS SELECT l.*, least(s.month, d.month) "
@@ -72,11 +79,11 @@ class ParquetArchive:
             self.con.execute("DROP TABLE archive_links")
         return parts
 
-    def archive_purge(self, memories_files: list[str], expected: dict[str, int]) -> dict[str, int]:
+    def purge(self, memories_files: list[str], expected: dict[str, int]) -> dict[str, int]:
         """Hard-delete the archived rows named by verified Parquet files; roll back unless counts equal `expected`."""
-        self.flush_touches()  # archived rows carry their access counts as the table holds them
-        self._writable()
-        with self.transaction():
+        self.store.flush_touches()
+        self.store._writable()
+        with self.store.transaction():
             self.con.execute("CREATE OR REPLACE TEMP TABLE purge_ids AS SELECT id FROM read_parquet(?)",
                              [list(memories_files)])
             deleted = {
@@ -92,19 +99,19 @@ class ParquetArchive:
             if deleted != expected:
                 raise StoreError(f"archive purge would delete {deleted}, not the archived {expected}: the store "
                                  "changed since the export; nothing was deleted, run the archive again")
-        self._reload_index()
+        self.store._reload_index()
         return deleted
 
-    def archive_restore(self, files: dict[str, list[str]], expected: dict[str, tuple[int, str]] | None) -> dict[str, int]:
+    def restore(self, files: dict[str, list[str]], expected: dict[str, tuple[int, str]] | None) -> dict[str, int]:
         """Insert archived memories (with vectors), events and links from Parquet, refusing ids already present.
 
         `files` maps each table to its Parquet files; `expected` maps it to (rows, digest) as
         exported, checked inside the transaction (None skips the digest, e.g. across DuckDB versions).
         """
-        self.flush_touches()  # archived rows carry their access counts as the table holds them
-        self._writable()
+        self.store.flush_touches()
+        self.store._writable()
         counts: dict[str, int] = {}
-        with self.transaction():
+        with self.store.transaction():
             clash = [r[0] for r in self.con.execute(
                 "SELECT id FROM read_parquet(?) WHERE id IN (SELECT id FROM memories) ORDER BY id LIMIT 6",
                 [list(files["memories"])]).fetchall()]
@@ -121,10 +128,10 @@ class ParquetArchive:
                     raise StoreError(f"archived {table} read back as {rows} rows / digest {digest}, manifest says "
                                      f"{tuple(expected[table])}; nothing was restored")
                 counts[table] = rows
-        self._reload_index()
+        self.store._reload_index()
         return counts
 
     def table_digests(self) -> dict[str, tuple[int, str]]:
         """Return (rows, digest) of memories, events and links: equal digests mean equal contents."""
-        self.flush_touches()  # archived rows carry their access counts as the table holds them
+        self.store.flush_touches()
         return {t: self._digest(f"SELECT * FROM {t}", []) for t in self._ARCHIVED}

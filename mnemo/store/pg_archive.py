@@ -13,7 +13,8 @@ replica that wrote to an archived memory meanwhile makes the counts differ); the
 refuses ids already present and checks counts and digests before it commits. A digest
 is the xor of the first 64 bits of md5(row as text) over the archived columns, so it is
 order-free (months combine) and equal for equal rows on this server's text formats.
-`PgArchive` is mixed into `PgStore` and runs on its connection and lock.
+`PgArchive` is the `PgStore`'s `archive` part (`store.Archiving`) and runs on its connection,
+lock and transactions.
 """
 
 from __future__ import annotations
@@ -83,38 +84,36 @@ def _pg_value(col: str, value: Any) -> Any:
 
 
 class PgArchive:
-    """archive_candidates, archive_export, archive_purge, archive_restore and table_digests over PostgreSQL."""
-
-    # From the store it is mixed into: its connection, lock, transactions and `_writable()`.
-    con: Any
-    _con: Any
-    _lock: Any
-    transaction: Any
-
-    @property
-    def archive_engine(self) -> str:
-        """What the digests depend on: this engine and its major version (manifests record it)."""
-        return f"postgres {self.con.info.server_version // 10000}"
+    """candidates, export, purge, restore and table_digests over PostgreSQL, for one `PgStore`."""
 
     digest_method = "xor of the first 64 bits of md5(row::text), per table"
 
+    def __init__(self, store: Any):
+        # The store this archive is part of (made on access: `PgStore.archive`, so no cycle keeps it alive).
+        self.store = store
+
+    @property
+    def engine(self) -> str:
+        """What the digests depend on: this engine and its major version (manifests record it)."""
+        return f"postgres {self.store.con.info.server_version // 10000}"
+
     @contextmanager
-    def _archive_transaction(self, *, snapshot: bool = False) -> Iterator[Any]:
-        with self.transaction():
-            con = self._con  # the transaction's own connection (`con` would not be replaced inside it either)
+    def _transaction(self, *, snapshot: bool = False) -> Iterator[Any]:
+        with self.store.transaction():
+            con = self.store.con  # the transaction's own connection: never replaced while one is open
             if snapshot:
                 # Files and digests must come from one state of the tables, whatever other replicas write.
                 con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             yield con
 
-    def archive_candidates(self, cutoff: datetime) -> dict[str, int]:
+    def candidates(self, cutoff: datetime) -> dict[str, int]:
         """Return {"YYYY-MM": count} of tombstones whose status changed before `cutoff`."""
-        with self._lock:
-            return dict(self.con.execute(
+        with self.store._lock:
+            return dict(self.store.con.execute(
                 "SELECT to_char(status_at, 'YYYY-MM') AS month, count(*) FROM memories WHERE status <> 'active' "
                 "AND status_at < %s GROUP BY month ORDER BY month", [naive(cutoff)]).fetchall())
 
-    def archive_export(self, cutoff: datetime, out_dir: str | Path) -> list[dict[str, Any]]:
+    def export(self, cutoff: datetime, out_dir: str | Path) -> list[dict[str, Any]]:
         """Write tombstones older than `cutoff`, with their events and links, as Parquet partitions by month.
 
         Returns [{"month", "files": {table: {"path", "rows", "digest"}}}]. A link goes to the earlier
@@ -122,7 +121,7 @@ class PgArchive:
         """
         out = Path(out_dir)
         parts: list[dict[str, Any]] = []
-        with self._archive_transaction(snapshot=True) as con:
+        with self._transaction(snapshot=True) as con:
             con.execute('CREATE TEMP TABLE archive_ids ON COMMIT DROP AS SELECT id, to_char(status_at, \'YYYY-MM\') '
                         "AS month FROM memories WHERE status <> 'active' AND status_at < %s", [naive(cutoff)])
             con.execute("CREATE TEMP TABLE archive_links ON COMMIT DROP AS SELECT l.src, l.dst, l.kind, l.ts, "
@@ -159,10 +158,10 @@ class PgArchive:
                 writer.write_table(schema.empty_table())
         return written
 
-    def archive_purge(self, memories_files: list[str], expected: dict[str, int]) -> dict[str, int]:
+    def purge(self, memories_files: list[str], expected: dict[str, int]) -> dict[str, int]:
         """Hard-delete the archived rows named by verified Parquet files; roll back unless counts equal `expected`."""
-        self._writable()
-        with self._archive_transaction() as con:
+        self.store._writable()
+        with self._transaction() as con:
             con.execute('CREATE TEMP TABLE purge_ids (id text COLLATE "C" PRIMARY KEY) ON COMMIT DROP')
             with con.cursor() as cur, cur.copy("COPY purge_ids (id) FROM STDIN") as copy:
                 for f in memories_files:
@@ -182,15 +181,15 @@ class PgArchive:
                                  "changed since the export; nothing was deleted, run the archive again")
         return deleted
 
-    def archive_restore(self, files: dict[str, list[str]], expected: dict[str, tuple[int, str]] | None) -> dict[str, int]:
+    def restore(self, files: dict[str, list[str]], expected: dict[str, tuple[int, str]] | None) -> dict[str, int]:
         """Insert archived memories (with vectors), events and links from Parquet, refusing ids already present.
 
         `files` maps each table to its Parquet files; `expected` maps it to (rows, digest) as
         exported, checked inside the transaction (None skips the digest, e.g. across engines).
         """
-        self._writable()
+        self.store._writable()
         counts: dict[str, int] = {}
-        with self._archive_transaction() as con:
+        with self._transaction() as con:
             for table, (cols, types) in COLUMNS.items():
                 staged = f"restore_{table}"
                 con.execute(f"CREATE TEMP TABLE {staged} ON COMMIT DROP AS SELECT {', '.join(cols)} FROM {table} "
@@ -221,5 +220,5 @@ class PgArchive:
 
     def table_digests(self) -> dict[str, tuple[int, str]]:
         """Return (rows, digest) of memories, events and links: equal digests mean equal contents."""
-        with self._lock:
-            return {t: _hex(self.con.execute(digest_sql(t, f"FROM {t} m")).fetchone()) for t in COLUMNS}
+        with self.store._lock:
+            return {t: _hex(self.store.con.execute(digest_sql(t, f"FROM {t} m")).fetchone()) for t in COLUMNS}

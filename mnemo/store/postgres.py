@@ -35,7 +35,7 @@ What differs, on purpose:
   (DuckDB keeps no key, for bulk speed, and leaves clash checks to imports).
 - Zero vectors have no cosine: pgvector ranks them after every other memory,
   where the in-process index gives them a score of 0.
-- The cold archive (`archive_*`, in `pg_archive`) writes the same Parquet files
+- The cold archive (`store.archive`, `pg_archive.PgArchive`) writes the same Parquet files
   with pyarrow, with the same guarantees; its row digests are md5-based, not
   DuckDB's hash, so they are checked on restore into PostgreSQL only.
 - The connection can be dropped by the server (a restart, a failover): it is checked
@@ -146,10 +146,15 @@ POSTGRES = Dialect(
 )
 
 
-class PgStore(PgArchive, SQLStore):
+class PgStore(SQLStore):
     """A memory store in one PostgreSQL schema, searched through pgvector and a tsvector index."""
 
     dialect = POSTGRES
+
+    @property
+    def archive(self) -> PgArchive:
+        """The cold archive (`store.Archiving`): made on each access, it holds nothing but this store."""
+        return PgArchive(self)
 
     def __init__(self, path: str, *, embedder: str, dim: int, read_only: bool = False,
                  hnsw_min_rows: int | None = HNSW_MIN_ROWS):

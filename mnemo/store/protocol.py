@@ -2,15 +2,16 @@
 
     Store       the contract: lifecycle, writes, reads, search, export and import
     Batching    write-path hints (memories held to a block's end, words analysed ahead, lexical refresh)
-    Archiving   the cold archive (`mnemo.archive`)
+    Archiving   the cold archive (`mnemo.archive`), a part the engine holds as `store.archive`
 
 An engine keeps `Store`; where it lacks a capability the callers fall back (`holding`,
 `analyse_ahead`, a server that does not refresh lexical rows) or refuse with a clear error (the
-archive). Two engines keep all three: `DuckDBStore` (one file, in-process vector and BM25 indexes) and
-`PgStore` (PostgreSQL + pgvector, many writers). Callers (`Memory`, the write and
-recall stages, export and import, the archive, the servers) name `Store` and use only
-what is written here; what an engine keeps besides (DuckDB's `index`, PostgreSQL's
-`build_hnsw`) is that engine's own.
+archive: `mnemo.archive.archiving` finds `store.archive` or says there is none). Two engines
+keep all three: `DuckDBStore` (one file, in-process vector and BM25 indexes) and `PgStore`
+(PostgreSQL + pgvector, many writers). Callers (`Memory`, the write and recall stages, export
+and import, the archive, the servers) name `Store` and use only what is written here; what an
+engine keeps besides (DuckDB's `index` and other parts, PostgreSQL's `build_hnsw`) is that
+engine's own.
 
 Rules every engine keeps:
 
@@ -225,22 +226,25 @@ class Batching(Protocol):
 
 @runtime_checkable
 class Archiving(Protocol):
-    """The cold archive (`mnemo.archive`): tombstones exported to Parquet, purged once verified, restored."""
+    """The cold archive (`mnemo.archive`): tombstones exported to Parquet, purged once verified, restored.
 
-    archive_engine: str  # what archive row digests depend on ("duckdb 1.4.1", "postgres 18"): equal means comparable
+    Not the store itself but its part, `store.archive` (`parquet.ParquetArchive` on DuckDB,
+    `pg_archive.PgArchive` on PostgreSQL), running on the store's connection and transactions.
+    """
+
+    engine: str  # what archive row digests depend on ("duckdb 1.4.1", "postgres 18"): equal means comparable
     digest_method: str  # how a table digest is computed, for the manifest's reader
 
-    def archive_candidates(self, cutoff: datetime) -> dict[str, int]:
+    def candidates(self, cutoff: datetime) -> dict[str, int]:
         """Return {"YYYY-MM": count} of tombstones whose status changed before `cutoff`."""
 
-    def archive_export(self, cutoff: datetime, out_dir: str | Path) -> list[dict[str, Any]]:
+    def export(self, cutoff: datetime, out_dir: str | Path) -> list[dict[str, Any]]:
         """Write tombstones older than `cutoff`, with their events and links, as Parquet partitions by month."""
 
-    def archive_purge(self, memories_files: list[str], expected: dict[str, int]) -> dict[str, int]:
+    def purge(self, memories_files: list[str], expected: dict[str, int]) -> dict[str, int]:
         """Hard-delete the archived rows named by verified files; roll back unless the counts equal `expected`."""
 
-    def archive_restore(self, files: dict[str, list[str]],
-                        expected: dict[str, tuple[int, str]] | None) -> dict[str, int]:
+    def restore(self, files: dict[str, list[str]], expected: dict[str, tuple[int, str]] | None) -> dict[str, int]:
         """Insert archived memories, events and links back, refusing ids already present."""
 
     def table_digests(self) -> dict[str, tuple[int, str]]:
