@@ -11,7 +11,8 @@ and `pg_archive` (PostgreSQL); `meter` counts the service's quotas in PostgreSQL
 
 from ..model import new_id
 from .backends import recorded_embedder, store_class
-from .duckdb import DUCKDB, ENGINE_VERSION, MEMORY_LIMIT_ENV, DuckDBStore, extension_path
+from .duckdb import ENGINE_VERSION, MEMORY_LIMIT_ENV, DuckDBStore, extension_path
+from .duckdb_schema import DUCKDB
 from .pg_connect import is_dsn, split_dsn
 from .postgres import POSTGRES, PgStore
 from .protocol import Archiving, Batching, Store

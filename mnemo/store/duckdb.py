@@ -34,7 +34,8 @@ from .cache import RecordCache
 from .counts import counts_of
 from .duckdb_lexical import DuckDBLexical
 from .duckdb_load import DuckDBLoad
-from .duckdb_open import connect, extension_path
+from .duckdb_open import connect, extension_path, recorded_embedder
+from .duckdb_schema import DUCKDB, in_list, migrations
 from .held import HeldMemories
 from .index import VectorIndex
 from .lexical import LexicalIndex
@@ -44,7 +45,6 @@ from .rows import (
     LINKS,
     MEM_COLS,
     MEMORIES,
-    MIGRATED,
     OUTCOMES,
     SQL_COLS,
     TIMES,
@@ -52,7 +52,7 @@ from .rows import (
     check_version,
     naive,
 )
-from .sql import REVIEW_ORDER, Dialect, SQLStore, decay_select, dump_queries
+from .sql import REVIEW_ORDER, SQLStore, decay_select, dump_queries
 from .touches import DeferredTouch
 
 ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifests record it: digests are per version)
@@ -62,77 +62,6 @@ ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifest
 MEMORY_LIMIT_ENV = "MNEMO_DUCKDB_MEMORY_LIMIT"
 MEMORY_LIMIT = "1GB"
 
-
-
-def _migrations(dim: int) -> list[tuple[int, list[str]]]:
-    """Ordered schema migrations: (version, statements). Append, never edit a shipped one.
-
-    Memories and events carry no PRIMARY KEY: ids are random 64-bit values minted
-    here (imports check for clashes themselves), and a uniqueness check would cost
-    every insert. Version 2 adds a plain ART index on memories.id: point reads and
-    updates (get, set_status, a recall's candidates) stop scanning the table, for
-    about a quarter more time per bulk insert (benchmarks/README.md). It also drops
-    the fts index that version 1 stores built (BM25 is served in process now).
-    """
-    return [
-        (
-            1,
-            [
-                """CREATE TABLE turns (id VARCHAR PRIMARY KEY, user_id VARCHAR NOT NULL, session VARCHAR,
-                   agent VARCHAR, role VARCHAR, text VARCHAR NOT NULL, ts TIMESTAMP NOT NULL, meta VARCHAR)""",
-                f"""CREATE TABLE memories (id VARCHAR NOT NULL, user_id VARCHAR NOT NULL, text VARCHAR NOT NULL,
-                   kind VARCHAR, category VARCHAR, subject VARCHAR, attribute VARCHAR, value VARCHAR,
-                   record_id VARCHAR, refs VARCHAR[], importance DOUBLE, pinned BOOLEAN, single_valued BOOLEAN,
-                   agent VARCHAR, session VARCHAR, turn_id VARCHAR, source VARCHAR, created_at TIMESTAMP,
-                   valid_from TIMESTAMP, last_accessed TIMESTAMP, expires_at TIMESTAMP, access_count INTEGER,
-                   corroborations INTEGER, status VARCHAR, status_reason VARCHAR, status_at TIMESTAMP,
-                   successor_id VARCHAR, meta VARCHAR, embedding FLOAT[{dim}])""",
-                """CREATE TABLE events (id VARCHAR NOT NULL, memory_id VARCHAR NOT NULL, ts TIMESTAMP NOT NULL,
-                   action VARCHAR NOT NULL, status_from VARCHAR, status_to VARCHAR, reason VARCHAR,
-                   evidence VARCHAR, other_id VARCHAR)""",
-                """CREATE TABLE links (src VARCHAR NOT NULL, dst VARCHAR NOT NULL, kind VARCHAR NOT NULL,
-                   ts TIMESTAMP)""",
-            ],
-        ),
-        (
-            2,
-            [
-                "DROP SCHEMA IF EXISTS fts_main_memories CASCADE",
-                "CREATE INDEX IF NOT EXISTS memories_id ON memories (id)",
-            ],
-        ),
-        # Each memory's token count (store.counts), filled for existing rows when the store opens.
-        (3, ["ALTER TABLE memories ADD COLUMN tokens INTEGER"]),
-        # What became of each turn (mnemo.recover): a turn with no row was recorded and never processed.
-        (4, ["""CREATE TABLE turn_outcomes (turn_id VARCHAR NOT NULL, ts TIMESTAMP NOT NULL, outcome VARCHAR NOT NULL,
-                detail VARCHAR)""",
-             f"INSERT INTO turn_outcomes SELECT id, ts, 'migrated', '{MIGRATED}' FROM turns"]),
-        # Lexical search reads a memory's context beside its text (rows.searched_text): the postings live in
-        # process and are rebuilt from the table (persist.FORMAT 2 refuses the old saved ones), so no statement.
-        (5, []),
-    ]
-
-
-_PROBE_MAX = 2_000  # past this many ids a literal IN list costs more than one scan
-
-
-def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-    """Return ("column IN (...)", params): a literal list, which DuckDB pushes into the scan (zone maps) and
-    answers from the ART index on id; a list parameter (list_contains) is tested row by row. For very many
-    values, one semi-join."""
-    if not values:
-        return "FALSE", []
-    if len(values) > _PROBE_MAX:
-        return f"{column} IN (SELECT unnest(?))", [list(values)]
-    return f"{column} IN ({', '.join('?' * len(values))})", list(values)
-
-
-DUCKDB = Dialect(
-    name="duckdb", mark="?", text_mark="?", seq="rowid", for_update="", any_of=_in,
-    meta_eq=lambda key, value: ("json_extract_string(meta, ?) = ?", [f"$.{key}", value]),
-    number=lambda x: f"CAST({x!r} AS DOUBLE)", log2=lambda x: f"log2({x})",
-    seconds=lambda a, b: f"epoch({b}::TIMESTAMP - {a})",
-)
 
 
 class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckDBLoad, SQLStore):
@@ -183,31 +112,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         self._load_index()
         self._touches_open()
 
-    @staticmethod
-    def recorded_embedder(path: str | Path) -> str | None:
-        """Return the embedder name an existing store file was written with (None for a new store)."""
-        if str(path) == ":memory:" or not Path(path).exists():
-            return None
-        # Read-only: a read-write connection that replays a killed writer's log and closes having read only
-        # store_meta checkpoints the id index without that log's rows (DuckDB 1.5.5): get() then misses them.
-        # A file this process already has open read-write is read through that configuration (nothing to replay).
-        try:
-            store_con = duckdb.connect(str(path), read_only=True)
-        except duckdb.ConnectionException as exc:
-            if "different configuration" not in str(exc):
-                raise StoreError(f"cannot open {path}: {exc}") from exc
-            store_con = connect(str(path), read_only=False)
-        except duckdb.IOException:
-            store_con = connect(str(path), read_only=False)  # raises StoreLocked when another process writes
-        try:
-            row = store_con.execute(
-                "SELECT value FROM store_meta WHERE key = 'embedder'"
-            ).fetchone() if store_con.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'store_meta'"
-            ).fetchone()[0] else None
-        finally:
-            store_con.close()
-        return row[0] if row else None
+    recorded_embedder = staticmethod(recorded_embedder)
 
     # ----------------------------------------------------------------- set-up
     def _meta(self) -> dict[str, str]:
@@ -223,7 +128,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
 
     def _migrate(self) -> None:
         version = int(self._meta().get("schema_version", 0))
-        for target, statements in _migrations(self.dim):
+        for target, statements in migrations(self.dim):
             if target <= version:
                 continue
             with self.transaction():
@@ -422,7 +327,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         if not self._pinned_ids:
             return []
         where, params = self._where(user, filters, active_only=True)
-        sql, ids = _in("id", sorted(self._pinned_ids))
+        sql, ids = in_list("id", sorted(self._pinned_ids))
         return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
 
     def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:

@@ -1,4 +1,5 @@
-"""Opening a DuckDB file: its pinned extensions, and what another process's lock on the file means."""
+"""Opening a DuckDB file: its pinned extensions, what another process's lock on the file means, and what embedder
+wrote it (read before the store opens it)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,29 @@ def _lock_message(path: str, error: str, *, read_only: bool) -> str:
                 "has open, even only for reading. Close that reader, or open this store with read_only=True.")
     return (f"{path} is open for writing in {who}; DuckDB allows one writer per file and no readers beside it. "
             "Close the other process, or serve the store to many clients with `mnemo serve http`.")
+
+
+def recorded_embedder(path: str | Path) -> str | None:
+    """Return the embedder name an existing store file was written with (None for a new store)."""
+    if str(path) == ":memory:" or not Path(path).exists():
+        return None
+    # Read-only: a read-write connection that replays a killed writer's log and closes having read only
+    # store_meta checkpoints the id index without that log's rows (DuckDB 1.5.5): get() then misses them.
+    # A file this process already has open read-write is read through that configuration (nothing to replay).
+    try:
+        store_con = duckdb.connect(str(path), read_only=True)
+    except duckdb.ConnectionException as exc:
+        if "different configuration" not in str(exc):
+            raise StoreError(f"cannot open {path}: {exc}") from exc
+        store_con = connect(str(path), read_only=False)
+    except duckdb.IOException:
+        store_con = connect(str(path), read_only=False)  # raises StoreLocked when another process writes
+    try:
+        row = store_con.execute(
+            "SELECT value FROM store_meta WHERE key = 'embedder'"
+        ).fetchone() if store_con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'store_meta'"
+        ).fetchone()[0] else None
+    finally:
+        store_con.close()
+    return row[0] if row else None
