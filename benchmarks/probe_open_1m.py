@@ -57,7 +57,7 @@ def main() -> None:
     out["open_s"] = time.perf_counter() - t0
     prof.disable()
     out["rss_after_open"] = rss_mib()
-    index, lexical = mem.store.index, mem.store.lexical
+    index, lexical = mem.store.index, mem.store.lexical.index
     out["index_matrix_mib"] = index._vecs.nbytes / 2**20
     out["index_ids_mib"] = (sys.getsizeof(index._ids) + sum(map(sys.getsizeof, index._ids))) / 2**20
     out["index_row_map_mib"] = sys.getsizeof(index._row) / 2**20

@@ -86,7 +86,7 @@ def test_rows_written_after_a_search_are_found_and_counted_in_the_statistics(sto
         want = _fts_reference(TEXTS + more, query, 20)
         assert [g[0] for g in got] == [w[0] for w in want]
         assert np.allclose([g[1] for g in got], [w[1] for w in want], rtol=1e-9)
-    assert store.lexical_syncs == 2 and not store.lexical_stale
+    assert store.lexical.syncs == 2 and not store.lexical_stale
 
 
 def test_tombstones_leave_results_but_stay_in_the_statistics(store):
@@ -178,7 +178,7 @@ def test_query_analysis_equals_fts_analysis_run_by_duckdb(store):
     stop = set((ROOT_ASSETS / "stopwords_english.txt").read_text().split())
     for q in queries:
         want = sorted({stem for tok, stem in store.con.execute(sql, [q]).fetchall() if tok not in stop})
-        assert store._analyse(q) == want, q
+        assert store.lexical.terms(store.con, q) == want, q
 
 
 def test_rows_written_one_by_one_between_searches_score_as_the_fts_extension():
@@ -187,8 +187,8 @@ def test_rows_written_one_by_one_between_searches_score_as_the_fts_extension():
     more = ["Biscuit the dog learned a new trick", "A note about lead time and suppliers; runs, runner", "Zoë ran"]
     texts = TEXTS + more
     here = []
-    analyse = s._add_ascii
-    s._add_ascii = lambda ids, docs: (here.extend(ids), analyse(ids, docs))
+    analyse = s.lexical._add_ascii
+    s.lexical._add_ascii = lambda con, ids, docs: (here.extend(ids), analyse(con, ids, docs))
     for i, text in enumerate(texts):
         with s.transaction():
             s.insert_memories([_rec(text, i=i)], _vecs(1))

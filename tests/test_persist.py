@@ -62,7 +62,7 @@ def test_a_reopened_store_serves_the_saved_postings_with_the_same_results(tmp_pa
     with Memory.open(path) as mem:
         assert stats(mem) == (400, 400, 0)
         assert searches(mem) == before
-        assert mem.store.lexical_syncs == 0  # nothing was analysed again
+        assert mem.store.lexical.syncs == 0  # nothing was analysed again
     persist.sidecar(str(path)).unlink()
     with Memory.open(path) as mem:
         assert stats(mem)[0] == 0 and searches(mem) == before  # the same, rebuilt from the table

@@ -262,7 +262,7 @@ def test_lexical_search_sees_rows_added_after_the_index_was_built(backend, store
     assert [h[0] for h in hits] == [r2.id]
     if backend.name == "duckdb":
         # The BM25 postings analyse new rows at the next search: the whole table once, then only what is new.
-        assert store.lexical_syncs == 2
+        assert store.lexical.syncs == 2
 
 
 def test_lexical_search_respects_filters(store):

@@ -8,7 +8,7 @@ search is BM25 with the analysis of the `fts` extension (loaded from its pinned
 PyPI package with no network): DuckDB tokenises and stems here, and the postings
 are served in process by `lexical.LexicalIndex`, which follows every write; rows
 written since the last lexical search are analysed in one statement at the next
-(`lexical_syncs` counts those statements).
+(the store's `lexical` part, `duckdb_lexical.DuckDBLexical`, counts those statements in `syncs`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from .duckdb_open import connect, extension_path, recorded_embedder
 from .duckdb_schema import DUCKDB, in_list, migrations
 from .held import HeldMemories
 from .index import VectorIndex
-from .lexical import LexicalIndex
 from .parquet import ParquetArchive
 from .rows import (
     EVENTS,
@@ -64,7 +63,7 @@ MEMORY_LIMIT = "1GB"
 
 
 
-class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckDBLoad, SQLStore):
+class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLoad, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -89,8 +88,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         self.read_only = read_only
         self._lock = threading.RLock()
         self._cursor_lock = threading.Lock()
-        self.lexical_syncs = 0
-        self._stems: dict[str, str] = {}  # word -> porter stem, as DuckDB's fts stems it
+        self.lexical = DuckDBLexical(self._lock)
         self._cache_init()
         self._held_init()
         self.con = connect(self.path, read_only=read_only)
@@ -140,8 +138,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
     def _load_index(self, use_saved: bool = True) -> None:
         # The lexical index is taken from the saved postings (store.persist) when they still describe the
         # table, else rebuilt lazily, from the whole table, at the next lexical search.
-        self.lexical, self._lexical_pending = LexicalIndex(), None
-        self._lexical_docs: dict[str, list[Any]] = {}
+        self.lexical.reset()
         self._saved_rows = 0
         self._drop_all()
         # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
@@ -163,11 +160,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         if matrix is None or not self.index.adopt(ids, users, active, matrix, saved):
             self._stream_index(rowids, ids, users, active, saved)
         if saved is not None:
-            # The saved postings cover the first rows; rows written since wait for the next search, as new writes do.
-            m = len(saved["lex_len"])
-            self.lexical = LexicalIndex.restore(ids[:m], users[:m], active[:m], saved)
-            self._lexical_pending = ids[m:]
-            self._saved_rows = m
+            self._saved_rows = self.lexical.restore(ids, users, active, saved)
         pa.default_memory_pool().release_unused()
 
     def _checksum(self, ids: Sequence[str] | None = None) -> int:
@@ -187,7 +180,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         if self.path == ":memory:" or self.read_only:
             return False
         with self._lock:
-            self._sync_lexical()
+            self.lexical.sync(self.con, self._flush_held)
             self._saved_rows = persist.save_store(self, ENGINE_VERSION)
             return self._saved_rows > 0
 
@@ -249,9 +242,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
                 self._hold(records, counts, vectors)
             else:
                 self._insert_rows(records, counts, vectors)
-            if self._lexical_pending is not None:
-                self._lexical_pending.extend(r.id for r in records)
-                self._lexical_wrote(records)
+            self.lexical.wrote(records)
             self._pinned_ids.update(r.id for r in records if r.pinned)
         self.index.add([r.id for r in records], [r.user for r in records], vectors,
                        active=np.array([r.status == "active" for r in records]))
@@ -293,7 +284,6 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         # The in-process indexes search active memories only.
         self.index.set_active(ids, active)
         self.lexical.set_active(ids, active)
-        self._lexical_status(ids, active)
 
     def decay_pass(self, now: datetime, cfg: DecayConfig, *, dry_run: bool = False) -> list[tuple[str, float]]:
         """Tombstone, in one set-based pass, active memories whose salience is under the threshold.
@@ -340,11 +330,24 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         return self.index.vectors(ids)
 
     def _index_stats(self) -> dict[str, Any]:
-        # lexical_rows: rows in the BM25 postings (None: built at the next search); saved_rows: rows the
-        # indexes saved beside the file cover (store.persist), 0 when none were taken back or saved.
+        # saved_rows: rows the indexes saved beside the file cover (store.persist), 0 when none were taken back
+        # or saved.
         return {"index": ann.kind_of(self.index), "saved_rows": self._saved_rows, **self._cache_stats(),
-                "lexical_rows": None if self._lexical_pending is None else len(self.lexical),
-                "lexical_waiting": len(self._lexical_pending or [])}
+                **self.lexical.stats()}
+
+    # ----------------------------------------------------------------- Batching: lexical analysis
+    def analyse_ahead(self, texts: Iterable[str]) -> None:
+        """Have the words of `texts`, about to be written or searched, stemmed in one statement (see the part)."""
+        self.lexical.analyse_ahead(self.con, texts)
+
+    @property
+    def lexical_stale(self) -> bool:
+        """True when rows written since the last lexical search wait to be analysed into the BM25 postings."""
+        return self.lexical.stale
+
+    def refresh_lexical(self) -> bool:
+        """Analyse waiting rows into the BM25 postings now; return whether there were any."""
+        return self.lexical.refresh(self.con, self._flush_held)
 
     # ----------------------------------------------------------------- search
     def search_dense(self, qvec: np.ndarray, k: int, *, user: str,
@@ -353,6 +356,13 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLexical, DuckD
         allowed = self._allowed(user, filters)
         with one_thread():  # the product is memory-bound: BLAS helper threads only cost (store.blas)
             return self.index.search(qvec, k, user=user, allowed=allowed)
+
+    def search_lexical(self, query: str, k: int, *, user: str,
+                       filters: dict[str, Any] | None = None) -> list[tuple[str, float]]:
+        """Return the top-k active memories of `user` by BM25 over their text and context, best first (ties by id)."""
+        terms = self.lexical.terms(self.con, query)
+        self.lexical.sync(self.con, self._flush_held)
+        return self.lexical.index.search(terms, k, user=user, allowed=self._allowed(user, filters))
 
     def _allowed(self, user: str, filters: dict[str, Any] | None) -> set[str] | None:
         if not filters or not any(v is not None for v in filters.values()):

@@ -15,7 +15,7 @@ fts that decides a score and changes only where the postings live:
   status, as `create_fts_index` counts them; ties are broken by id;
 - the postings (term -> rows and term frequencies) are numpy arrays; a query reads
   only its own terms' postings, and rows written since the last search are analysed
-  in one statement at the next one and appended (`DuckDBStore._sync_lexical`).
+  in one statement at the next one and appended (`DuckDBLexical.sync`).
 
 Rows carry a user code and an active flag, like `index.VectorIndex`, so a search
 ranks only the rows it may return. `tests/test_lexical.py` checks the scores

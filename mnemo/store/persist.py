@@ -200,7 +200,7 @@ def _save_matrix(store: Any, ids: list[str]) -> tuple[dict[str, Any], dict[str, 
 
 def save_store(store: Any, engine: str) -> int:
     """Save `store`'s postings (and IVF lists) beside its file; return how many rows they cover (0: nothing)."""
-    lex = store.lexical
+    lex = store.lexical.index
     m = len(lex)
     if m == 0:
         return 0
@@ -221,6 +221,6 @@ def save_store(store: Any, engine: str) -> int:
 
 def worth_saving(store: Any) -> bool:
     """Return True when `store` holds postings for at least SAVE_FROM rows that its saved file does not cover."""
-    pending = store._lexical_pending  # None: no postings held at all
-    built = len(store.lexical)
+    pending = store.lexical.pending  # None: no postings held at all
+    built = len(store.lexical.index)
     return pending is not None and built >= SAVE_FROM and built + len(pending) != store._saved_rows

@@ -28,7 +28,7 @@ What differs, on purpose:
   from DuckDB's BM25 (no IDF, no length normalisation, another scale), so compare
   rankings, never lexical scores, across backends. Tokens differ slightly too:
   PostgreSQL keeps "ic-mc-44" whole as well as its parts. The GIN index follows every
-  insert, so there is no ``lexical_syncs`` counter.
+  insert, so there is no ``lexical`` part counting analysing statements.
 - Many processes may write at once (row locks, READ COMMITTED); there is no
   single-writer `StoreLocked`. A read-only store uses read-only transactions.
 - Memory ids are a primary key: inserting an id twice raises `InvalidInput`
