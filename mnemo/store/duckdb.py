@@ -33,7 +33,7 @@ from .blas import one_thread
 from .cache import RecordCache
 from .counts import counts_of
 from .duckdb_lexical import DuckDBLexical
-from .duckdb_load import DuckDBLoad
+from .duckdb_load import IndexLoad
 from .duckdb_open import connect, extension_path, recorded_embedder
 from .duckdb_schema import DUCKDB, in_list, migrations
 from .held import HeldMemories
@@ -63,7 +63,7 @@ MEMORY_LIMIT = "1GB"
 
 
 
-class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLoad, SQLStore):
+class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -153,12 +153,13 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, DuckDBLoad, SQLStore
             return
         # Ids, users and flags first (the saved indexes are checked against the ids), then the vectors,
         # streamed batch by batch straight into the index's own rows: the matrix is held once, never copied.
-        rowids, ids, users, active = self._read_rows(n)
+        load = IndexLoad(self.con, self.path, self.dim, self._memory_limit)
+        rowids, ids, users, active = load.rows(n)
         saved = persist.saved_for(self, ids, ENGINE_VERSION) if use_saved and self.path != ":memory:" else None
         # The index as it was closed, mapped from its saved rows; else the vectors are streamed in.
         matrix = persist.saved_matrix(saved, n, self.dim) if saved is not None else None
         if matrix is None or not self.index.adopt(ids, users, active, matrix, saved):
-            self._stream_index(rowids, ids, users, active, saved)
+            load.stream(self.index, rowids, ids, users, active, saved)
         if saved is not None:
             self._saved_rows = self.lexical.restore(ids, users, active, saved)
         pa.default_memory_pool().release_unused()

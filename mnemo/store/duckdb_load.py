@@ -1,4 +1,4 @@
-"""Loading a DuckDB store's vectors into its in-process index when it opens (a mixin of `DuckDBStore`).
+"""Loading a DuckDB store's vectors into its in-process index when it opens or reloads (`IndexLoad`).
 
 Ids, users and active flags are read first (the saved indexes are checked against the ids), then
 the vectors, batch by batch, each written straight to its row of the index: the matrix is held
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -22,14 +23,21 @@ _LOAD_BATCH = 50_000  # rows per Arrow batch when the vectors are streamed into 
 SCAN_MEMORY_LIMIT = "128MB"
 
 
-class DuckDBLoad:
-    """The index's load for `DuckDBStore` (which holds `con`, `path`, `dim`, `index` and `_memory_limit`)."""
+class IndexLoad:
+    """One load of a store's table into its index: the connection it reads and what it reads for.
 
-    def _stream_index(self, rowids: np.ndarray, ids: list[str], users: list[str], active: np.ndarray,
-                      saved: dict[str, Any] | None) -> None:
-        """Load the index from the table, every vector read once and written straight to its row."""
+    `memory_limit` is the store's own DuckDB memory limit (None for ":memory:"), lowered while the
+    vectors stream in and set back after.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: str, dim: int, memory_limit: str | None):
+        self.con, self.path, self.dim, self.memory_limit = con, path, dim, memory_limit
+
+    def stream(self, index: Any, rowids: np.ndarray, ids: list[str], users: list[str], active: np.ndarray,
+               saved: dict[str, Any] | None) -> None:
+        """Load `index` from the table, every vector read once and written straight to its row."""
         grouping: dict[str, Any] = {}
-        if saved is not None and saved.get("ivf_lists") is not None and isinstance(self.index, ann.IvfIndex):
+        if saved is not None and saved.get("ivf_lists") is not None and isinstance(index, ann.IvfIndex):
             # Rows the saved lists do not place (written since, or in the tail then) are assigned first.
             lists = np.full(len(ids), -1, dtype=np.int32)
             lists[:len(saved["ivf_lists"])] = saved["ivf_lists"][:len(ids)]
@@ -38,14 +46,14 @@ class DuckDBLoad:
                 lists[todo] = ann.IvfIndex.assign(self._vectors_of(rowids[todo]), saved["ivf_cent"])
             grouping = {"cent": saved["ivf_cent"], "lists": lists, "trained_at": int(saved["ivf_trained_at"][0])}
         try:
-            if self._memory_limit:
+            if self.memory_limit:
                 self.con.execute(f"SET memory_limit = '{SCAN_MEMORY_LIMIT}'")
-            self.index.load(ids, users, active, self._vector_batches(rowids), **grouping)
+            index.load(ids, users, active, self._vector_batches(rowids), **grouping)
         finally:
-            if self._memory_limit:
-                self.con.execute(f"SET memory_limit = '{self._memory_limit}'")
+            if self.memory_limit:
+                self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
 
-    def _read_rows(self, n: int) -> tuple[np.ndarray, list[str], list[str], np.ndarray]:
+    def rows(self, n: int) -> tuple[np.ndarray, list[str], list[str], np.ndarray]:
         """Return (rowid, id, user, active) of every row, in table order."""
         rowids, active = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
         ids: list[str] = []
