@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ from .rows import (
     naive,
 )
 from .sql import REVIEW_ORDER, SQLStore, decay_select, dump_queries
-from .touches import DeferredTouch
+from .touches import SEQ_KEY, Pending
 
 ENGINE_VERSION = duckdb.__version__  # the DuckDB running here (archive manifests record it: digests are per version)
 # DuckDB caches table blocks up to its memory limit, 80% of RAM by default: at 1M memories that held
@@ -63,7 +64,7 @@ MEMORY_LIMIT = "1GB"
 
 
 
-class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, SQLStore):
+class DuckDBStore(RecordCache, HeldMemories, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -108,7 +109,11 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, SQLStore):
         self._counts_open()
         self.index = VectorIndex(self.dim)
         self._load_index()
-        self._touches_open()
+        # Touches journalled past the sequence number the table records (store.touches) are taken up, and
+        # applied now when the store is writable.
+        self.touches = Pending.opened(self.path, int(self._meta().get(SEQ_KEY, 0)))
+        if len(self.touches) and not read_only:
+            self.flush_touches()
 
     recorded_embedder = staticmethod(recorded_embedder)
 
@@ -188,7 +193,7 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, SQLStore):
     def close(self) -> None:
         """Apply waiting touches, save the indexes when worth it (see `save_indexes`), close the connection."""
         self.flush_touches()
-        self._pending.release()
+        self.touches.release()
         if not self.read_only and self.path != ":memory:" and persist.worth_saving(self):
             try:
                 self.save_indexes()
@@ -281,6 +286,29 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, SQLStore):
         self._links_added(links)
         self._append("links", links)
 
+    def touch(self, ids: list[str], at: datetime) -> None:
+        """Reinforce recalled memories: journalled and served at once, written to the table in batches (store.touches).
+
+        Inside a transaction a touch is the UPDATE it always was, committed or rolled back with it.
+        """
+        if not ids or self.read_only:
+            return
+        if self._open_tx:
+            super().touch(ids, at)
+            return
+        with self.touches.lock:
+            self.touches.add(list(ids), at)
+            self._kept_replace(ids, Pending.once(at))
+        if self.touches.full:
+            self.flush_touches()
+
+    def flush_touches(self) -> int:
+        """Write the waiting touches to the table in one transaction; return how many ids were updated."""
+        if self.read_only or self._open_tx:
+            return 0
+        with self._lock:
+            return self.touches.flush(self.con)
+
     def _status_changed(self, ids: list[str], active: bool) -> None:
         # The in-process indexes search active memories only.
         self.index.set_active(ids, active)
@@ -320,6 +348,10 @@ class DuckDBStore(DeferredTouch, RecordCache, HeldMemories, SQLStore):
         where, params = self._where(user, filters, active_only=True)
         sql, ids = in_list("id", sorted(self._pinned_ids))
         return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
+
+    def _records(self, where: str, params: Any, order: str = "created_at, id") -> list[MemoryRecord]:
+        # Every record read from the table carries the touches still waiting (store.touches).
+        return self.touches.read(partial(super()._records, where, params, order))
 
     def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
         return self._held_or(ids, lambda rest: SQLStore.get_many(self, rest))

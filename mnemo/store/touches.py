@@ -17,6 +17,10 @@ load (`bench_store.py --profile`). On a DuckDB store, outside a transaction, a t
   a crash between the commit and the emptying never counts a touch twice.
 
 Inside a transaction a touch is the UPDATE it always was: it commits or rolls back with it.
+
+`Pending` is the waiting touches and their journal: a `DuckDBStore` holds it as its `touches`
+part (shared with any other store of this process on the same file), runs `touch` through it
+and hands it the connection to apply them on (`flush`).
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from ..model import MemoryRecord
@@ -74,6 +80,11 @@ class Pending:
 
     def __len__(self) -> int:
         return len(self.by_id)
+
+    @property
+    def full(self) -> bool:
+        """True when PENDING_MAX ids (or journal lines) wait: time to apply them."""
+        return len(self.by_id) >= PENDING_MAX or self.lines >= PENDING_MAX
 
     def _count(self, ids: list[str], at: datetime) -> None:
         stored = aware(naive(at))
@@ -121,6 +132,52 @@ class Pending:
         elif self.path is not None:
             self.path.unlink(missing_ok=True)
 
+    def read(self, fetch: Callable[[], list[MemoryRecord]]) -> list[MemoryRecord]:
+        """Return `fetch()`'s records read from the table with their waiting touches added.
+
+        Rows read and touches added must straddle no flush (it would count them twice, or not at all):
+        readers take no lock, they read again if a flush ran meanwhile (a flush is rare).
+        """
+        while True:
+            flushes = self.flushes
+            if self.flushing:
+                with self.lock:
+                    continue
+            found = fetch()
+            out = [self.apply(r) for r in found] if self.by_id else found
+            if not self.flushing and self.flushes == flushes:
+                return out
+
+    def flush(self, con: duckdb.DuckDBPyConnection) -> int:
+        """Apply the waiting touches to the table on `con` in one transaction; return how many ids were updated.
+
+        The caller holds its store's lock and no transaction of its own.
+        """
+        with self.lock:
+            if not self.by_id:
+                return 0
+            self.flushing = True
+            try:
+                return self._apply(con)
+            finally:
+                self.flushes += 1
+                self.flushing = False
+
+    def _apply(self, con: duckdb.DuckDBPyConnection) -> int:
+        todo = self.table()  # noqa: F841 - read by DuckDB's replacement scan below
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("UPDATE memories SET access_count = access_count + todo.n, last_accessed = todo.at "
+                        "FROM todo WHERE memories.id = todo.id")
+            con.execute("INSERT OR REPLACE INTO store_meta VALUES (?, ?)", [SEQ_KEY, str(self.seq)])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        n = len(self.by_id)
+        self.clear()
+        return n
+
     @classmethod
     def opened(cls, path: str, applied: int) -> Pending:
         """Return the Pending of the store file at `path`, shared with any store of this process open on it."""
@@ -148,71 +205,3 @@ class Pending:
                 self._fd = None
                 if not self.by_id:
                     self.path.unlink(missing_ok=True)  # all applied: no empty journal is left beside the file
-
-
-class DeferredTouch:
-    """Mixin for the DuckDB store: `touch` journals and defers (see the module docstring)."""
-
-    def _touches_open(self) -> None:
-        """Take up what the journal holds past the sequence number the table records; apply it when writable."""
-        applied = int(self._meta().get(SEQ_KEY, 0))
-        self._pending = Pending.opened(self.path, applied)
-        if len(self._pending) and not self.read_only:
-            self.flush_touches()
-
-    def touch(self, ids: list[str], at: datetime) -> None:
-        """Reinforce recalled memories: journalled and served at once, written to the table in batches."""
-        if not ids or self.read_only:
-            return
-        if self._open_tx:
-            super().touch(ids, at)
-            return
-        with self._pending.lock:
-            self._pending.add(list(ids), at)
-            self._kept_replace(ids, Pending.once(at))
-        if len(self._pending) >= PENDING_MAX or self._pending.lines >= PENDING_MAX:
-            self.flush_touches()
-
-    def _records(self, where: str, params: Any, order: str = "created_at, id") -> list[MemoryRecord]:
-        # Rows read and touches added must straddle no flush (it would count them twice, or not at all):
-        # readers take no lock, they read again if a flush ran meanwhile (a flush is rare).
-        pending = self._pending
-        while True:
-            flushes = pending.flushes
-            if pending.flushing:
-                with pending.lock:
-                    continue
-            found = super()._records(where, params, order)
-            out = [pending.apply(r) for r in found] if len(pending) else found
-            if not pending.flushing and pending.flushes == flushes:
-                return out
-
-    def flush_touches(self) -> int:
-        """Write the waiting touches to the table in one transaction; return how many ids were updated."""
-        if self.read_only or self._open_tx:
-            return 0
-        pending = self._pending
-        with self._lock, pending.lock:
-            if not len(pending):
-                return 0
-            pending.flushing = True
-            try:
-                return self._flush()
-            finally:
-                pending.flushes += 1
-                pending.flushing = False
-
-    def _flush(self) -> int:
-        todo = self._pending.table()  # noqa: F841 - read by DuckDB's replacement scan below
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            self.con.execute("UPDATE memories SET access_count = access_count + todo.n, last_accessed = todo.at "
-                             "FROM todo WHERE memories.id = todo.id")
-            self.con.execute("INSERT OR REPLACE INTO store_meta VALUES (?, ?)", [SEQ_KEY, str(self._pending.seq)])
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        n = len(self._pending)
-        self._pending.clear()
-        return n
