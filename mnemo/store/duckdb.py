@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import DecayConfig
-from ..errors import StoreError
+from ..errors import NotFound, StoreError
 from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
 from . import ann, persist
 from .blas import one_thread
@@ -64,7 +64,7 @@ MEMORY_LIMIT = "1GB"
 
 
 
-class DuckDBStore(RecordCache, HeldMemories, SQLStore):
+class DuckDBStore(RecordCache, SQLStore):
     """A DuckDB memory store with an in-process vector index kept in sync."""
 
     dialect = DUCKDB
@@ -91,7 +91,7 @@ class DuckDBStore(RecordCache, HeldMemories, SQLStore):
         self._cursor_lock = threading.Lock()
         self.lexical = DuckDBLexical(self._lock)
         self._cache_init()
-        self._held_init()
+        self.held = HeldMemories(self._lock)
         self.con = connect(self.path, read_only=read_only)
         self._memory_limit: str | None = None
         if self.path != ":memory:":
@@ -222,6 +222,18 @@ class DuckDBStore(RecordCache, HeldMemories, SQLStore):
         self._flush_held()  # held memories go to the table before a statement that may read them (store.held)
         return self.con.execute(sql, list(params))
 
+    def hold_memories(self) -> AbstractContextManager[None]:
+        """Hold memories inserted in the block and insert them in one statement at its end (store.held)."""
+        return self.held.hold(self._flush_held)
+
+    def _flush_held(self) -> None:
+        """Insert the memories waiting in this thread's hold in one statement (nothing if none wait)."""
+        rows = self.held.take()
+        if rows is not None:
+            self._insert_rows(*rows)
+            # They are what the table now returns: the transaction's own cache serves their next reads (store.cache).
+            self._keep_in_tx(rows[0])
+
     def _set_counts(self, ids: list[str], counts: list[int]) -> None:
         todo = pa.table({"id": pa.array(ids, pa.string()), "n": pa.array(counts, pa.int32())})  # noqa: F841
         self.con.execute("UPDATE memories SET tokens = todo.n FROM todo WHERE memories.id = todo.id")
@@ -244,8 +256,8 @@ class DuckDBStore(RecordCache, HeldMemories, SQLStore):
         counts = counts_of([r.text for r in records])
         self._drop(r.id for r in records)
         with self._lock:
-            if self._holds():
-                self._hold(records, counts, vectors)
+            if self.held.holds():
+                self.held.add(records, counts, vectors)
             else:
                 self._insert_rows(records, counts, vectors)
             self.lexical.wrote(records)
@@ -285,6 +297,23 @@ class DuckDBStore(RecordCache, HeldMemories, SQLStore):
         links = list(links)
         self._links_added(links)
         self._append("links", links)
+
+    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
+                   successor: str | None = None) -> str:
+        """Change one memory's status and return the old one; a row waiting in the hold is changed there."""
+        if not self.held.waiting([memory_id]):
+            with self.held.beside():
+                return super().set_status(memory_id, status, reason=reason, at=at, successor=successor)
+        self._writable()
+        with self._writing([memory_id]):
+            old = self.held.set_status(memory_id, status, reason=reason, at=at, successor=successor)
+        self._status_changed([memory_id], status == "active")
+        return old
+
+    def corroborate(self, memory_id: str, at: datetime) -> None:
+        """Count one more corroboration of a memory (a row waiting in the hold goes to the table first)."""
+        with self.held.beside([memory_id]):
+            super().corroborate(memory_id, at)
 
     def touch(self, ids: list[str], at: datetime) -> None:
         """Reinforce recalled memories: journalled and served at once, written to the table in batches (store.touches).
@@ -349,12 +378,24 @@ class DuckDBStore(RecordCache, HeldMemories, SQLStore):
         sql, ids = in_list("id", sorted(self._pinned_ids))
         return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
 
+    def get(self, memory_id: str) -> MemoryRecord:
+        """Return one memory, or raise NotFound (through `get_many`, so a kept or waiting row costs no query)."""
+        found = self.get_many([memory_id])
+        if memory_id not in found:
+            raise NotFound(f"no memory with id {memory_id!r}")
+        return found[memory_id]
+
     def _records(self, where: str, params: Any, order: str = "created_at, id") -> list[MemoryRecord]:
         # Every record read from the table carries the touches still waiting (store.touches).
         return self.touches.read(partial(super()._records, where, params, order))
 
     def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
-        return self._held_or(ids, lambda rest: SQLStore.get_many(self, rest))
+        # Rows waiting in the hold are answered from it; the others are read without flushing it (store.held).
+        found, rest = self.held.records(ids)
+        if rest:
+            with self.held.beside():
+                found.update(SQLStore.get_many(self, rest))
+        return found
 
     def _fetch_all(self) -> dict[str, MemoryRecord]:
         return {r.id: r for r in self._records("TRUE", [], "id")}

@@ -10,7 +10,7 @@ rows as before) and the rows wait here. They are inserted, all in one statement:
 - when the hold ends (before the caller commits);
 - before any statement that may read or write a waiting row: every statement of the store
   except reads by id of rows that are not waiting, and status changes or corroborations of a
-  row that is not waiting (`_beside_held`).
+  row that is not waiting (`HeldMemories.beside`).
 
 Meanwhile reads by id (`get`, `get_many`) answer waiting rows from here, each as a read from
 the table would return it (`record_of(record_values(r))`), and a status change of a waiting
@@ -20,6 +20,9 @@ the same rows, in the same order, as with one INSERT per `insert_memories` call.
 Only the thread that holds the rows sees them or flushes them: another thread reading through
 its own cursor would not see rows of an uncommitted transaction either. A hold that ends with
 an error drops its rows (the caller's transaction rolls back and the indexes are rebuilt).
+
+`HeldMemories` is a `DuckDBStore`'s `held` part: it keeps the waiting rows and says which ids
+wait; the store inserts what `take` hands it, in its own statement, on its own connection.
 """
 
 from __future__ import annotations
@@ -29,76 +32,78 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 
-from ..errors import NotFound
 from ..model import MemoryRecord
 from .rows import aware, naive, record_of, record_values
 
 
 class HeldMemories:
-    """Mixin of `DuckDBStore`: hold inserted memories in process until a statement needs them in the table."""
+    """The memories one thread holds back from the table until a statement needs them there."""
 
-    def _held_init(self) -> None:
+    def __init__(self, lock: threading.RLock):
+        self._lock = lock  # the store's: a hold is opened and ended under it
         # id -> (record as the table would return it, token count, vector), in insertion order.
-        self._held: dict[str, tuple[MemoryRecord, int, np.ndarray]] = {}
-        self._holding = 0
-        self._held_owner: int | None = None
+        self._rows: dict[str, tuple[MemoryRecord, int, np.ndarray]] = {}
+        self._depth = 0
+        self._owner: int | None = None
         self._beside = False  # the statement about to run touches no waiting row (set by the holder only)
 
-    def _insert_rows(self, records: Sequence[MemoryRecord], counts: list[int], vectors: np.ndarray) -> None:
-        raise NotImplementedError
-
     @contextmanager
-    def hold_memories(self) -> Iterator[None]:
-        """Hold memories inserted in the block and insert them in one statement at its end (see the module)."""
+    def hold(self, flush: Callable[[], None]) -> Iterator[None]:
+        """Hold memories inserted in the block; at its end (the outermost one) `flush` inserts them, then none wait."""
         with self._lock:
-            self._holding += 1
-            self._held_owner = threading.get_ident()
+            self._depth += 1
+            self._owner = threading.get_ident()
             done = False
             try:
                 yield
                 done = True
             finally:
-                self._holding -= 1
-                if not self._holding:
+                self._depth -= 1
+                if not self._depth:
                     try:
                         if done:
-                            self._flush_held()
+                            flush()
                     finally:
-                        self._held.clear()
-                        self._held_owner = None
+                        self._rows.clear()
+                        self._owner = None
 
-    def _holds(self) -> bool:
-        """True when this thread holds memories open (`insert_memories` then holds its rows)."""
-        return bool(self._holding) and self._held_owner == threading.get_ident()
+    def holds(self) -> bool:
+        """True when this thread holds memories open (`insert_memories` then holds its rows here)."""
+        return bool(self._depth) and self._owner == threading.get_ident()
 
-    def _hold(self, records: Sequence[MemoryRecord], counts: list[int], vectors: np.ndarray) -> None:
+    def add(self, records: Sequence[MemoryRecord], counts: list[int], vectors: np.ndarray) -> None:
+        """Hold rows, each as a read from the table would return it."""
         for r, n, vec in zip(records, counts, vectors, strict=True):
-            self._held[r.id] = (record_of(record_values(r)), n, vec)
+            self._rows[r.id] = (record_of(record_values(r)), n, vec)
 
-    def _flush_held(self) -> None:
-        """Insert the waiting rows in one statement (nothing unless this thread holds some)."""
-        if not self._held or self._held_owner != threading.get_ident() or self._beside:
-            return
-        rows, self._held = list(self._held.values()), {}
-        records = [r for r, _, _ in rows]
-        self._insert_rows(records, [n for _, n, _ in rows], np.stack([v for _, _, v in rows]))
-        # They are what the table now returns: the transaction's own cache serves their next reads (store.cache).
-        self._keep_in_tx(records)
+    def take(self) -> tuple[list[MemoryRecord], list[int], np.ndarray] | None:
+        """Return the waiting (records, token counts, vectors) and let them go, for the store to insert now.
 
-    def _waiting(self, ids: Sequence[str]) -> list[str]:
+        None unless this thread holds rows and no statement beside them is running (`beside`).
+        """
+        if not self._rows or self._owner != threading.get_ident() or self._beside:
+            return None
+        rows, self._rows = list(self._rows.values()), {}
+        return [r for r, _, _ in rows], [n for _, n, _ in rows], np.stack([v for _, _, v in rows])
+
+    def waiting(self, ids: Sequence[str]) -> list[str]:
         """Return which of `ids` wait in this thread's hold."""
-        if not self._held or self._held_owner != threading.get_ident():
+        if not self._rows or self._owner != threading.get_ident():
             return []
-        return [i for i in ids if i in self._held]
+        return [i for i in ids if i in self._rows]
+
+    def records(self, ids: Sequence[str]) -> tuple[dict[str, MemoryRecord], list[str]]:
+        """Return ({id: memory} of the `ids` waiting here, the other ids)."""
+        waiting = set(self.waiting(ids))
+        return {i: self._rows[i][0] for i in ids if i in waiting}, [i for i in ids if i not in waiting]
 
     @contextmanager
-    def _beside_held(self) -> Iterator[None]:
-        """Run the statements of the block without flushing: the caller knows they touch no waiting row."""
-        mine = self._held_owner == threading.get_ident()
+    def beside(self, ids: Sequence[str] = ()) -> Iterator[None]:
+        """Run the block's statements without flushing, as they touch no waiting row; unless one of `ids` waits."""
+        mine = self._owner == threading.get_ident() and not self.waiting(ids)
         before = self._beside
         if mine:
             self._beside = True
@@ -108,47 +113,9 @@ class HeldMemories:
             if mine:
                 self._beside = before
 
-    # ----------------------------------------------------------------- what reads and writes see
-    def get(self, memory_id: str) -> MemoryRecord:
-        """Return one memory, or raise NotFound (through `get_many`, so a kept or waiting row costs no query)."""
-        found = self.get_many([memory_id])
-        if memory_id not in found:
-            raise NotFound(f"no memory with id {memory_id!r}")
-        return found[memory_id]
-
-    def _held_or(self, ids: list[str], fetch: Callable[[list[str]], dict[str, MemoryRecord]]
-                 ) -> dict[str, MemoryRecord]:
-        """Return {id: memory} of `ids`: waiting rows from the hold, the others by `fetch` (which then never flushes)."""
-        waiting = set(self._waiting(ids))
-        out = {i: self._held[i][0] for i in ids if i in waiting}
-        rest = [i for i in ids if i not in waiting]
-        if rest:
-            with self._beside_held():
-                out.update(fetch(rest))
-        return out
-
-    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
-                   successor: str | None = None) -> str:
-        if not self._waiting([memory_id]):
-            with self._beside_held():
-                return super().set_status(memory_id, status, reason=reason, at=at, successor=successor)
-        self._writable()
-        record, n, vec = self._held[memory_id]
-        self._held[memory_id] = (replace(record, status=status, status_reason=reason, status_at=aware(naive(at)),
+    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime, successor: str | None) -> str:
+        """Change the status of a waiting row, which is then inserted with it; return the old status."""
+        record, n, vec = self._rows[memory_id]
+        self._rows[memory_id] = (replace(record, status=status, status_reason=reason, status_at=aware(naive(at)),
                                          successor_id=successor), n, vec)
-        self._status_changed([memory_id], status == "active")
         return record.status
-
-    def corroborate(self, memory_id: str, at: datetime) -> None:
-        if self._waiting([memory_id]):
-            self._flush_held()  # rare: the row goes to the table first, then the UPDATE runs as always
-            super().corroborate(memory_id, at)
-            return
-        with self._beside_held():
-            super().corroborate(memory_id, at)
-
-    # The store's own (DuckDBStore, SQLStore): its lock, and what follows a status change in process.
-    _lock: Any
-    _keep_in_tx: Callable[[list[MemoryRecord]], None]
-    _status_changed: Callable[[list[str], bool], None]
-    _writable: Callable[[], None]
