@@ -127,8 +127,8 @@ def test_what_a_committed_transaction_read_and_did_not_write_is_kept_for_the_nex
     monkeypatch.setattr(store, "_fetch_many", lambda ids: fetched.append(list(ids)) or real(ids))
     everything = store._fetch_all
     monkeypatch.setattr(store, "_fetch_all", lambda: fetched.append(["*"]) or everything())
-    store._drop_all()
-    store._warm = False
+    store.cache.drop_all()
+    store.cache._warm = False
     read, written = ["m-0010", "m-0011", "m-0012"], "m-0011"
     with store.transaction():
         store.get_many(read)

@@ -32,6 +32,10 @@ a scan of the links table, ~5 ms at 100k) are kept as an adjacency dict by the s
 at the first `follows` call, grown by every insert, dropped by a reload. A link whose transaction
 rolls back stays until the reload the rollback causes; it joins ids that were never written, so
 no recall meets it.
+
+`RecordCache` is a `DuckDBStore`'s `cache` part: it keeps what was read and is told of every
+write and transaction; the store hands it, per call, how to read what it lacks (on the store's
+own connection, a reader's cursor for one).
 """
 
 from __future__ import annotations
@@ -39,8 +43,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
-from typing import Any
 
 from ..model import Link, MemoryRecord
 
@@ -55,14 +57,12 @@ def order_key(record: MemoryRecord) -> tuple:
 
 
 class RecordCache:
-    """Mixin for a store whose `_fetch_many(ids)` reads records by id; keeps them while they cannot have changed."""
+    """Records, names and linked ids a store read, kept while they cannot have changed."""
 
-    keeps_records = True  # a second read of the same ids costs no query (recall prefetches on this)
-
-    def _cache_init(self) -> None:
+    def __init__(self) -> None:
         self._kept: dict[str, MemoryRecord] = {}
         self._generation = 0
-        self._open_tx = 0
+        self.open_tx = 0  # transactions open on the store (store.touches waits for none to be open)
         self._written: set[str] = set()
         self._names: dict[str, list[str]] = {}
         self._warm = False
@@ -71,11 +71,16 @@ class RecordCache:
         self._linked: set[str] = set()
         self._near: dict[str, list[Link]] | None = None  # id -> its `follows` links; built at the first question
 
-    def get_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
-        """Return {id: memory} of the `ids` that exist, oldest first."""
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get_many(self, ids: list[str], fetch_many: Callable[[list[str]], dict[str, MemoryRecord]],
+                 fetch_all: Callable[[], dict[str, MemoryRecord]]) -> dict[str, MemoryRecord]:
+        """Return {id: memory} of the `ids` that exist, oldest first; what is not kept is read by `fetch_many`
+        (or every row by `fetch_all`, at a small store's first miss)."""
         if not ids:
             return {}
-        mine = self._open_tx and self._tx_owner == threading.get_ident()
+        mine = self.open_tx and self._tx_owner == threading.get_ident()
         kept = self._tx_kept if mine else self._kept
         found = {i: kept[i] for i in ids if i in kept}
         if mine:
@@ -84,36 +89,35 @@ class RecordCache:
         missing = [i for i in dict.fromkeys(ids) if i not in found]
         if missing:
             generation = self._generation
-            warm, self._warm = self._warm and not self._open_tx, False
-            fresh = self._fetch_all() if warm else self._fetch_many(missing)
-            if generation == self._generation and (mine or not self._open_tx):
+            warm, self._warm = self._warm and not self.open_tx, False
+            fresh = fetch_all() if warm else fetch_many(missing)
+            if generation == self._generation and (mine or not self.open_tx):
                 if len(kept) + len(fresh) > KEPT:
                     kept.clear()
                 kept.update(fresh)
             found.update((i, fresh[i]) for i in missing if i in fresh)
         return {r.id: r for r in sorted(found.values(), key=order_key)}
 
-    def self_names(self, user: str) -> list[str]:
-        """Return the names the user goes by, from their active name memories (kept while no row changes)."""
+    def self_names(self, user: str, read: Callable[[str], list[str]]) -> list[str]:
+        """Return the names the user goes by, read by `read(user)` and kept while no row changes."""
         kept = self._names.get(user)
         if kept is not None:
             return list(kept)
         generation = self._generation
-        names = super().self_names(user)
-        if generation == self._generation and not self._open_tx:
+        names = read(user)
+        if generation == self._generation and not self.open_tx:
             self._names[user] = names
         return list(names)
 
-    def links(self, ids: list[str], kinds: tuple[str, ...] = ("supersedes", "because", "refers_to")) -> list[Link]:
-        """Return the links of those kinds from or to any of `ids`, oldest first (no query when none has a link)."""
-        linked = [i for i in ids if i in self._linked]
-        return super().links(linked, kinds) if linked else []
+    def linked(self, ids: list[str]) -> list[str]:
+        """Return those of `ids` that may have a link (most memories have none: their links cost no query)."""
+        return [i for i in ids if i in self._linked]
 
-    def follows(self, ids: list[str]) -> list[Link]:
-        """Return the `follows` links from or to any of `ids`, each once, oldest first (no query after the first)."""
+    def follows(self, ids: list[str], read_all: Callable[[], list[Link]]) -> list[Link]:
+        """Return the `follows` links from or to any of `ids`, each once, oldest first (`read_all` at the first call)."""
         if self._near is None:
             self._near = {}
-            self._near_add(self._follows_rows())
+            self._near_add(read_all())
         found: dict[tuple[str, str], Link] = {}
         for i in ids:
             for link in self._near.get(i, ()):
@@ -127,18 +131,17 @@ class RecordCache:
                     self._near.setdefault(link.src, []).append(link)
                     self._near.setdefault(link.dst, []).append(link)
 
-    def _links_added(self, links: list[Link]) -> None:
+    def links_added(self, links: list[Link]) -> None:
+        """Follow links just written."""
         self._linked.update(i for lk in links for i in (lk.src, lk.dst))
         self._near_add(links)
 
-    def _links_reset(self, ids: Iterable[str]) -> None:
+    def links_reset(self, ids: Iterable[str]) -> None:
+        """Start again from the ids that appear in any link (the store reloads)."""
         self._linked = set(ids)
         self._near = None
 
-    def _follows_rows(self) -> list[Link]:
-        raise NotImplementedError
-
-    def _kept_replace(self, ids: Iterable[str], change: Callable[[MemoryRecord], MemoryRecord]) -> None:
+    def replace(self, ids: Iterable[str], change: Callable[[MemoryRecord], MemoryRecord]) -> None:
         """Replace the kept records of `ids` by `change(record)` (a write whose effect is known without reading)."""
         # A read running meanwhile must not keep what it found: it may predate the change.
         self._generation += 1
@@ -148,43 +151,47 @@ class RecordCache:
             if record is not None:
                 kept[i] = change(record)
 
-    def _drop(self, ids: Iterable[str]) -> None:
+    def drop(self, ids: Iterable[str]) -> None:
+        """Forget the records of `ids` (their rows are being written) and every user's names."""
         self._generation += 1
         self._names.clear()
         ids = list(ids)
         for i in ids:
             self._kept.pop(i, None)
             self._tx_kept.pop(i, None)
-        if self._open_tx:
+        if self.open_tx:
             self._written.update(ids)
 
-    def _drop_all(self) -> None:
+    def drop_all(self) -> None:
+        """Forget every record and name (a set-based change: decay, purge, restore, rollback, reload)."""
         self._generation += 1
         self._kept.clear()
         self._tx_kept.clear()
         self._names.clear()
 
-    def _keep_in_tx(self, records: list[MemoryRecord]) -> None:
+    def keep_in_tx(self, records: list[MemoryRecord]) -> None:
         """Keep records the transaction's thread knows are current (rows it just wrote) for its next reads."""
-        if self._open_tx and self._tx_owner == threading.get_ident():
+        if self.open_tx and self._tx_owner == threading.get_ident():
             if len(self._tx_kept) + len(records) > KEPT:
                 self._tx_kept.clear()
             self._tx_kept.update((r.id, r) for r in records)
 
-    def _tx_began(self) -> None:
-        self._open_tx += 1
+    def began(self) -> None:
+        """Follow a transaction the store began on this thread."""
+        self.open_tx += 1
         self._tx_owner = threading.get_ident()
         self._tx_kept.clear()
 
-    def _tx_ended(self, committed: bool) -> None:
-        self._open_tx -= 1
+    def ended(self, committed: bool) -> None:
+        """Follow the end of that transaction: what it wrote is dropped; what it read is kept if it committed."""
+        self.open_tx -= 1
         self._generation += 1
         read, self._tx_kept = self._tx_kept, {}
         self._names.clear()
         written, self._written = self._written, set()
         for i in written:
             self._kept.pop(i, None)
-        if committed and not self._open_tx:
+        if committed and not self.open_tx:
             # Read in the transaction and not written by it: what is now committed (a write by another
             # thread meanwhile would have dropped it from the transaction's set).
             fresh = {i: r for i, r in read.items() if i not in written}
@@ -193,45 +200,14 @@ class RecordCache:
             self._kept.update(fresh)
 
     @contextmanager
-    def _writing(self, ids: list[str]) -> Iterator[None]:
+    def writing(self, ids: list[str]) -> Iterator[None]:
         """Drop `ids` before and after a statement that writes their rows (a read in between cannot keep them)."""
-        self._drop(ids)
+        self.drop(ids)
         try:
             yield
         finally:
-            self._drop(ids)
+            self.drop(ids)
 
-    # Every write of a memory row drops its id before and after the statement.
-    def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
-                   successor: str | None = None) -> str:
-        with self._writing([memory_id]):
-            return super().set_status(memory_id, status, reason=reason, at=at, successor=successor)
-
-    def corroborate(self, memory_id: str, at: datetime) -> None:
-        with self._writing([memory_id]):
-            super().corroborate(memory_id, at)
-
-    def touch(self, ids: list[str], at: datetime) -> None:
-        with self._writing(ids):
-            super().touch(ids, at)
-
-    def set_expiry(self, memory_id: str, expires_at: datetime | None) -> None:
-        with self._writing([memory_id]):
-            super().set_expiry(memory_id, expires_at)
-
-    def set_importance(self, memory_id: str, importance: float) -> None:
-        with self._writing([memory_id]):
-            super().set_importance(memory_id, importance)
-
-    def _fetch_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
-        raise NotImplementedError
-
-    def _fetch_all(self) -> dict[str, MemoryRecord]:
-        raise NotImplementedError
-
-    def _warm_at_first_miss(self, rows: int) -> None:
+    def warm_at_first_miss(self, rows: int) -> None:
         """Read every record at the next miss when the store holds at most WARM_MAX rows."""
         self._warm = rows <= WARM_MAX
-
-    def _cache_stats(self) -> dict[str, Any]:
-        return {"records_kept": len(self._kept)}

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import DecayConfig
-from ..errors import NotFound, StoreError
+from ..errors import StoreError
 from ..model import Event, Link, MemoryRecord, Turn, TurnOutcome
 from . import ann, persist
 from .blas import one_thread
@@ -63,11 +63,18 @@ MEMORY_LIMIT_ENV = "MNEMO_DUCKDB_MEMORY_LIMIT"
 MEMORY_LIMIT = "1GB"
 
 
+class DuckDBStore(SQLStore):
+    """A DuckDB memory store with an in-process vector index kept in sync.
 
-class DuckDBStore(RecordCache, SQLStore):
-    """A DuckDB memory store with an in-process vector index kept in sync."""
+    Besides the shared SQL it inherits, it is made of parts, each with its own state: `index` (the
+    vectors: store.index, store.ann), `lexical` (BM25: store.duckdb_lexical), `cache` (records read:
+    store.cache), `held` (rows held to a block's end: store.held), `touches` (reinforcement waiting:
+    store.touches) and `archive` (made on access: store.parquet). A part that runs SQL is handed the
+    connection to run it on, so a reader's view (`reader`) runs it on its own cursor.
+    """
 
     dialect = DUCKDB
+    keeps_records = True  # a second read of the same ids costs no query (store.cache)
 
     @property
     def archive(self) -> ParquetArchive:
@@ -90,7 +97,7 @@ class DuckDBStore(RecordCache, SQLStore):
         self._lock = threading.RLock()
         self._cursor_lock = threading.Lock()
         self.lexical = DuckDBLexical(self._lock)
-        self._cache_init()
+        self.cache = RecordCache()
         self.held = HeldMemories(self._lock)
         self.con = connect(self.path, read_only=read_only)
         self._memory_limit: str | None = None
@@ -145,13 +152,13 @@ class DuckDBStore(RecordCache, SQLStore):
         # table, else rebuilt lazily, from the whole table, at the next lexical search.
         self.lexical.reset()
         self._saved_rows = 0
-        self._drop_all()
+        self.cache.drop_all()
         # Pinning is set when a memory is written and never changed: the ids are kept here, so a recall's
         # pinned read probes them by index instead of scanning the table.
         self._pinned_ids = {r[0] for r in self.con.execute("SELECT id FROM memories WHERE pinned").fetchall()}
-        self._links_reset(r[0] for r in self.con.execute("SELECT src FROM links UNION SELECT dst FROM links").fetchall())
+        self.cache.links_reset(r[0] for r in self.con.execute("SELECT src FROM links UNION SELECT dst FROM links").fetchall())
         n = self.con.execute("SELECT count(*) FROM memories").fetchone()[0]
-        self._warm_at_first_miss(n)
+        self.cache.warm_at_first_miss(n)
         # The index kind is the one the size policy asks for at the size the store has now.
         self.index = ann.empty(ann.choose(n, self.index_kind), self.dim)
         if n == 0:
@@ -232,7 +239,7 @@ class DuckDBStore(RecordCache, SQLStore):
         if rows is not None:
             self._insert_rows(*rows)
             # They are what the table now returns: the transaction's own cache serves their next reads (store.cache).
-            self._keep_in_tx(rows[0])
+            self.cache.keep_in_tx(rows[0])
 
     def _set_counts(self, ids: list[str], counts: list[int]) -> None:
         todo = pa.table({"id": pa.array(ids, pa.string()), "n": pa.array(counts, pa.int32())})  # noqa: F841
@@ -254,7 +261,7 @@ class DuckDBStore(RecordCache, SQLStore):
         if not len(records):
             return
         counts = counts_of([r.text for r in records])
-        self._drop(r.id for r in records)
+        self.cache.drop(r.id for r in records)
         with self._lock:
             if self.held.holds():
                 self.held.add(records, counts, vectors)
@@ -295,7 +302,7 @@ class DuckDBStore(RecordCache, SQLStore):
     def insert_links(self, links: Iterable[Link]) -> None:
         """Append links in one Arrow statement."""
         links = list(links)
-        self._links_added(links)
+        self.cache.links_added(links)
         self._append("links", links)
 
     def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
@@ -305,7 +312,7 @@ class DuckDBStore(RecordCache, SQLStore):
             with self.held.beside():
                 return super().set_status(memory_id, status, reason=reason, at=at, successor=successor)
         self._writable()
-        with self._writing([memory_id]):
+        with self.cache.writing([memory_id]):
             old = self.held.set_status(memory_id, status, reason=reason, at=at, successor=successor)
         self._status_changed([memory_id], status == "active")
         return old
@@ -322,18 +329,18 @@ class DuckDBStore(RecordCache, SQLStore):
         """
         if not ids or self.read_only:
             return
-        if self._open_tx:
+        if self.cache.open_tx:
             super().touch(ids, at)
             return
         with self.touches.lock:
             self.touches.add(list(ids), at)
-            self._kept_replace(ids, Pending.once(at))
+            self.cache.replace(ids, Pending.once(at))
         if self.touches.full:
             self.flush_touches()
 
     def flush_touches(self) -> int:
         """Write the waiting touches to the table in one transaction; return how many ids were updated."""
-        if self.read_only or self._open_tx:
+        if self.read_only or self.cache.open_tx:
             return 0
         with self._lock:
             return self.touches.flush(self.con)
@@ -366,7 +373,7 @@ class DuckDBStore(RecordCache, SQLStore):
                     [naive(now), cfg.threshold])
             self.con.execute("DROP TABLE decayed")
         if rows and not dry_run:
-            self._drop_all()
+            self.cache.drop_all()
             self._status_changed([r[0] for r in rows], False)
         return [(r[0], float(r[1])) for r in rows]
 
@@ -378,12 +385,9 @@ class DuckDBStore(RecordCache, SQLStore):
         sql, ids = in_list("id", sorted(self._pinned_ids))
         return self._records(f"{where} AND pinned AND {sql}", [*params, *ids])
 
-    def get(self, memory_id: str) -> MemoryRecord:
-        """Return one memory, or raise NotFound (through `get_many`, so a kept or waiting row costs no query)."""
-        found = self.get_many([memory_id])
-        if memory_id not in found:
-            raise NotFound(f"no memory with id {memory_id!r}")
-        return found[memory_id]
+    def get_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
+        """Return {id: memory} of the `ids` that exist, oldest first (kept records cost no query: store.cache)."""
+        return self.cache.get_many(ids, self._fetch_many, self._fetch_all)
 
     def _records(self, where: str, params: Any, order: str = "created_at, id") -> list[MemoryRecord]:
         # Every record read from the table carries the touches still waiting (store.touches).
@@ -400,13 +404,29 @@ class DuckDBStore(RecordCache, SQLStore):
     def _fetch_all(self) -> dict[str, MemoryRecord]:
         return {r.id: r for r in self._records("TRUE", [], "id")}
 
+    def self_names(self, user: str) -> list[str]:
+        """Return the names the user goes by, from their active name memories (kept while no row changes)."""
+        return self.cache.self_names(user, super().self_names)
+
+    def links(self, ids: list[str], kinds: tuple[str, ...] = ("supersedes", "because", "refers_to")) -> list[Link]:
+        """Return the links of those kinds from or to any of `ids`, oldest first (no query when none has a link)."""
+        linked = self.cache.linked(ids)
+        return super().links(linked, kinds) if linked else []
+
+    def follows(self, ids: list[str]) -> list[Link]:
+        """Return the `follows` links from or to any of `ids`, each once, oldest first (no query after the first)."""
+        return self.cache.follows(ids, self._follows_rows)
+
+    def _writing(self, ids: list[str]) -> AbstractContextManager[None]:
+        return self.cache.writing(ids)
+
     def vectors(self, ids: list[str]) -> np.ndarray:
         return self.index.vectors(ids)
 
     def _index_stats(self) -> dict[str, Any]:
         # saved_rows: rows the indexes saved beside the file cover (store.persist), 0 when none were taken back
         # or saved.
-        return {"index": ann.kind_of(self.index), "saved_rows": self._saved_rows, **self._cache_stats(),
+        return {"index": ann.kind_of(self.index), "saved_rows": self._saved_rows, "records_kept": len(self.cache),
                 **self.lexical.stats()}
 
     # ----------------------------------------------------------------- Batching: lexical analysis
@@ -550,7 +570,7 @@ class _Transaction:
     def __enter__(self) -> DuckDBStore:
         self.store._lock.acquire()
         self.store.con.execute("BEGIN TRANSACTION")
-        self.store._tx_began()
+        self.store.cache.began()
         return self.store
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -566,5 +586,5 @@ class _Transaction:
                     self.store.index = VectorIndex(self.store.dim)
                     self.store._load_index()
         finally:
-            self.store._tx_ended(committed)
+            self.store.cache.ended(committed)
             self.store._lock.release()

@@ -12,7 +12,7 @@ status changes, snapshots). Salience is rendered here from its one definition,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -232,11 +232,11 @@ class SQLStore(StoredCounts):
         return out
 
     def get(self, memory_id: str) -> MemoryRecord:
-        """Return one memory, or raise NotFound."""
-        found = self._records(f"id = {self.dialect.mark}", [memory_id])
-        if not found:
+        """Return one memory, or raise NotFound (through `get_many`, which an engine may answer from memory)."""
+        found = self.get_many([memory_id])
+        if memory_id not in found:
             raise NotFound(f"no memory with id {memory_id!r}")
-        return found[0]
+        return found[memory_id]
 
     def get_many(self, ids: list[str]) -> dict[str, MemoryRecord]:
         """Return {id: memory} of the `ids` that exist."""
@@ -294,12 +294,17 @@ class SQLStore(StoredCounts):
         """Return a no-op context: memories are written at once (DuckDB overrides this, see `store.held`)."""
         return nullcontext()
 
+    def _writing(self, ids: list[str]) -> AbstractContextManager[Any]:
+        """What every write of the rows of memories `ids` runs inside: nothing here; an engine that keeps
+        records in process forgets theirs before and after (DuckDB's `store.cache`)."""
+        return nullcontext()
+
     def set_status(self, memory_id: str, status: str, *, reason: str, at: datetime,
                    successor: str | None = None) -> str:
         """Change one memory's status and return the old one (callers write the event in the same transaction)."""
         self._writable()
         q = self.dialect.mark
-        with self._status_transaction():
+        with self._writing([memory_id]), self._status_transaction():
             old = self._run(f"SELECT status FROM memories WHERE id = {q}{self.dialect.for_update}",
                             [memory_id]).fetchone()
             if old is None:
@@ -319,15 +324,16 @@ class SQLStore(StoredCounts):
     def corroborate(self, memory_id: str, at: datetime) -> None:
         """Count one more corroboration of a memory, valid from `at` at the latest."""
         q = self.dialect.mark
-        self._run(f"UPDATE memories SET corroborations = corroborations + 1, valid_from = greatest(valid_from, {q}) "
-                  f"WHERE id = {q}", [naive(at), memory_id])
+        with self._writing([memory_id]):
+            self._run(f"UPDATE memories SET corroborations = corroborations + 1, valid_from = greatest(valid_from, "
+                      f"{q}) WHERE id = {q}", [naive(at), memory_id])
 
     def touch(self, ids: list[str], at: datetime) -> None:
         """Reinforce recalled memories: one UPDATE for the whole pack (nothing on a read-only store)."""
         if not ids or self.read_only:
             return
         sql, params = self.dialect.any_of("id", ids)
-        with self._lock:  # readers on other cursors touch too: one UPDATE at a time
+        with self._lock, self._writing(ids):  # readers on other cursors touch too: one UPDATE at a time
             self._run(f"UPDATE memories SET access_count = access_count + 1, last_accessed = {self.dialect.mark} "
                       f"WHERE {sql}", [naive(at), *params])
 
@@ -338,16 +344,18 @@ class SQLStore(StoredCounts):
     def set_expiry(self, memory_id: str, expires_at: datetime | None) -> None:
         """Set (or clear, with None) when a memory's TTL runs out."""
         q = self.dialect.mark
-        self._run(f"UPDATE memories SET expires_at = {q} WHERE id = {q}", [naive(expires_at), memory_id])
+        with self._writing([memory_id]):
+            self._run(f"UPDATE memories SET expires_at = {q} WHERE id = {q}", [naive(expires_at), memory_id])
 
     def set_importance(self, memory_id: str, importance: float) -> None:
         """Set one memory's importance (approved consolidation); callers write the event in the same transaction."""
         self._writable()
         q = self.dialect.mark
-        if self._run(f"SELECT count(*) FROM memories WHERE id = {q}", [memory_id]).fetchone()[0] == 0:
-            raise NotFound(f"no memory with id {memory_id!r}")
-        self._run(f"UPDATE memories SET importance = {q} WHERE id = {q}",
-                  [min(1.0, max(0.0, float(importance))), memory_id])
+        with self._writing([memory_id]):
+            if self._run(f"SELECT count(*) FROM memories WHERE id = {q}", [memory_id]).fetchone()[0] == 0:
+                raise NotFound(f"no memory with id {memory_id!r}")
+            self._run(f"UPDATE memories SET importance = {q} WHERE id = {q}",
+                      [min(1.0, max(0.0, float(importance))), memory_id])
 
     # ----------------------------------------------------------------- events, links, turns
     def events(self, memory_id: str) -> list[Event]:
