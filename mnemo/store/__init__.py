@@ -3,10 +3,14 @@
     from mnemo.store import Store, store_class
     store: Store = store_class(path)(path, embedder=emb.name, dim=emb.dim)
 
-`protocol.Store` is the contract (`Batching` and `Archiving` the optional capabilities); `sql` holds the SQL both engines share, written once
-over a `Dialect`; `duckdb.DuckDBStore` and `postgres.PgStore` hold what differs;
-`rows` converts between rows and model values. The cold archive is `parquet` (DuckDB)
-and `pg_archive` (PostgreSQL); `meter` counts the service's quotas in PostgreSQL.
+`protocol.Store` is the contract (`Batching` and `Archiving` the optional capabilities); `sql` holds
+the SQL both engines share, written once over a `Dialect`, in the base class `SQLStore`;
+`duckdb.DuckDBStore` and `postgres.PgStore` hold what differs; `rows` converts between rows and
+model values. Beyond that an engine is made of parts, each an object with its own state held as an
+attribute of the store. DuckDB's: `index` (`index`, `ann`), `lexical` (`duckdb_lexical`), `cache`
+(`cache`), `held` (`held`), `touches` (`touches`) and `archive` (`parquet`); its schema is
+`duckdb_schema`, its vectors load through `duckdb_load`. PostgreSQL's one part is `archive`
+(`pg_archive`). `meter` counts the service's quotas in PostgreSQL.
 """
 
 from ..model import new_id
