@@ -139,9 +139,7 @@ def _ask_one(question: str) -> Ask:
         slot, phrase = _relation_slot(doc, wants, lemma=verb_lemma)
         if slot is None and asked_noun is not None and not (wh is not None and wh.lower_ == "how"):
             # "Which banking app do they use?": the verb names no slot the table knows; the noun asked does.
-            phrase = slots.slot_words_key([w for w in [*entities.modifiers(asked_noun), asked_noun]
-                                           if w.lower_ not in ("what", "which")])
-            slot = slots.canonical_slot(phrase, wants or "*", relation=False)[0]
+            slot, phrase = _noun_slot(_asked_words(asked_noun), wants)
         return Ask(question, subject=subject, slot=slot, slot_phrase=phrase or verb_lemma, wants=wants,
                    entities=(subject,), names=tuple(e for e in (subject,) if hard(e)),
                    asked=_phrase(asked_noun) if asked_noun is not None else None)
@@ -194,16 +192,14 @@ def _ask_one(question: str) -> Ask:
     counted = wh is not None and wh.lower_ == "how"
     if asked_noun is not None and not counted:
         # "which city" names a slot; "how many hives" names what is counted, and the number is the answer.
-        slot_words = [w for w in [*entities.modifiers(asked_noun), asked_noun]
-                      if w.lower_ not in ("what", "which")]
+        slot_words = _asked_words(asked_noun)
     if related[0] is not None and related[0] != (related[1] or "").replace(" ", "_") and not (
             slot_words and asks_attribute):
         # A verb or adjective the slot table knows ("live in", "allergic to") names the slot better than the
         # type of thing asked for ("which medicine").
         slot, phrase = related
     elif slot_words:
-        phrase = slots.slot_words_key(slot_words)
-        slot = slots.canonical_slot(phrase, wants or "*", relation=False)[0]
+        slot, phrase = _noun_slot(slot_words, wants)
     else:
         slot, phrase = _relation_slot(doc, wants)
     if slot == "name" and wants is None:
@@ -216,6 +212,17 @@ def _ask_one(question: str) -> Ask:
     return Ask(question, subject=_canonical(subject), slot=slot, slot_phrase=phrase, wants=wants,
                entities=tuple(dict.fromkeys(e for e in keys if e)), names=tuple(dict.fromkeys(names)),
                request=request, asked=_phrase(asked_noun) if asked_noun is not None else None)
+
+
+def _asked_words(noun: Any) -> list[Any]:
+    """Return the words of the noun a question asks for, without its question word ("which city")."""
+    return [w for w in [*entities.modifiers(noun), noun] if w.lower_ not in ("what", "which")]
+
+
+def _noun_slot(words: list[Any], wants: str | None) -> tuple[str | None, str]:
+    """Return (slot, phrase) that a noun's words name ("banking app" -> banking_app)."""
+    phrase = slots.slot_words_key(words)
+    return slots.canonical_slot(phrase, wants or "*", relation=False)[0], phrase
 
 
 def _phrase(noun: Any) -> str:

@@ -329,9 +329,8 @@ def _stated(q, text: str) -> frozenset[str]:
     dated = q.wants in (None, "date")
     text = text if dated else _DATE.sub(" ", text)
     # An amount of money answers "how much does it cost", not "how old" or "how many"; a bare number the reverse.
-    money = [m.group() for m in _MONEY.finditer(text)]
     if q.wants == "money":
-        text = " ".join(money)
+        text = " ".join(m.group() for m in _MONEY.finditer(text))
     elif q.wants is not None:
         text = _MONEY.sub(" ", text)
     values = {n.replace(",", "") for n in _NUMBER.findall(text)}
