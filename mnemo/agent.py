@@ -35,6 +35,7 @@ from . import prompts
 from .errors import ConfigError, MnemoError
 from .llm import connect, validate
 from .tokens import count_many, tokenizer_name
+from .verbs import ToolSpec
 
 AGENT_NAME = "mnemo.agent"
 PLANNER_VERSION = "offline-rules-1"
@@ -56,19 +57,6 @@ PARAM_HELP = {
     "include_inactive": "Also list superseded, forgotten and decayed memories.",
     "fmt": "Export format: json (lossless, importable) or markdown (for people).",
 }
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool over one `Memory` method: its schema comes from the method, not from this spec."""
-
-    name: str  # the tool name the model (or MCP client) sees
-    method: str  # the Memory method whose signature defines the arguments
-    hidden: tuple[str, ...] = ()  # parameters the caller never sets: bound by the session, or not JSON-able
-    doc: str | None = None  # the Memory method whose docstring describes the tool (default: `method`)
-    note: str = ""  # a sentence appended to the description, for what the wrapper adds
-    result_key: str = "result"  # key under which a list result is returned as an object
-    given: tuple[str, ...] = ()  # arguments the wrapper takes in place of hidden ones (a file's content, not its path)
 
 
 # The agent acts for one user in one session, so those arguments are bound, never chosen by the model.

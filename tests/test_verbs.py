@@ -1,4 +1,4 @@
-"""The verb table: each verb on each surface (library, CLI, HTTP, MCP), as README.md shows it, checked against the code.
+"""The verb table (`mnemo.verbs`) against the code: each surface offers exactly the table's verbs, and they work.
 
 A surface that does not offer a verb says why in the table. Every CLI command, HTTP data route and
 MCP tool is a verb of the table or named below as not one, so a verb added to one surface alone
@@ -8,7 +8,6 @@ shows up here.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from fastapi.routing import APIRoute
@@ -18,35 +17,13 @@ from mnemo import Memory
 from mnemo.cli import app as cli_app
 from mnemo.server.http import create_app
 from mnemo.server.mcp import SERVER_TOOLS
+from mnemo.verbs import TABLE, offered
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# verb: (library, CLI, HTTP, MCP); a cell that starts with "-" is a verb the surface does not offer, with why.
-VERBS = {
-    "remember": ("Memory.remember", "remember", "POST /v1/remember", "remember"),
-    "add": ("Memory.add", "add", "POST /v1/memories", "add"),
-    "recall": ("Memory.recall", "recall", "POST /v1/recall", "recall"),
-    "answer": ("Memory.answer", "answer", "POST /v1/answer", "answer"),
-    "forget": ("Memory.forget", "forget", "POST /v1/forget", "forget"),
-    "restore": ("Memory.restore", "restore", "POST /v1/memories/{memory_id}/restore", "restore"),
-    "history": ("Memory.history", "history", "GET /v1/memories/{memory_id}/history", "history"),
-    "list": ("Memory.memories", "memories", "GET /v1/memories", "list_memories"),
-    "get": ("Memory.get", "get", "GET /v1/memories/{memory_id}", "get"),
-    "audit": ("Memory.audit", "audit", "POST /v1/audit", "audit"),
-    "assess": ("Memory.assess", "- (tools are Python objects)", "POST /v1/assess", "assess"),
-    "decay": ("Memory.decay", "decay", "POST /v1/decay", "decay"),
-    "export": ("Memory.export", "export", "GET /v1/export", "export"),
-    "import": ("Memory.import_", "import", "POST /v1/import", "import"),
-    "stats": ("Memory.stats", "stats", "GET /v1/stats", "stats"),
-    "repair": ("Memory.repair", "repair", "- (runs at open)", "- (runs at open)"),
-}
 # What the surfaces offer that is not a verb on memories: research, operations and serving.
 NOT_VERBS = {"cli": {"data", "eval", "serve", "simulate", "archive", "sweep", "collect", "run", "lab", "demo"},
              "http": {"GET /v1/experiments", "GET /v1/experiments/file"}}
-
-
-def _offered(cell: str) -> bool:
-    return not cell.startswith("-")
 
 
 def _cli() -> set[str]:
@@ -59,20 +36,19 @@ def _http() -> set[str]:
             for m in r.methods}
 
 
-def test_every_verb_offered_exists_on_its_surface():
-    cli, http, mcp = _cli(), _http(), {s.name for s in SERVER_TOOLS}
-    for verb, (lib, cmd, route, tool) in VERBS.items():
-        assert callable(getattr(Memory, lib.split(".")[1])), (verb, lib)
-        assert not _offered(cmd) or cmd in cli, (verb, cmd)
-        assert not _offered(route) or route in http, (verb, route)
-        assert not _offered(tool) or tool in mcp, (verb, tool)
+def _mcp() -> set[str]:
+    return {s.name for s in SERVER_TOOLS}
 
 
-def test_nothing_is_offered_outside_the_table():
-    listed = {i: {row[i] for row in VERBS.values() if _offered(row[i])} for i in (1, 2, 3)}
-    assert _cli() - listed[1] == NOT_VERBS["cli"]
-    assert _http() - listed[2] == NOT_VERBS["http"]
-    assert {s.name for s in SERVER_TOOLS} == listed[3]
+def test_every_verb_is_a_memory_method():
+    for verb in TABLE:
+        assert callable(getattr(Memory, verb.method)), verb.name
+
+
+def test_each_surface_offers_exactly_the_tables_verbs():
+    assert _cli() - NOT_VERBS["cli"] == {v.cli for v in offered("cli")}
+    assert _http() - NOT_VERBS["http"] == {str(v.http) for v in offered("http")}
+    assert _mcp() == {v.mcp.name for v in offered("mcp")}
 
 
 def test_the_readme_shows_the_table():
@@ -80,8 +56,9 @@ def test_the_readme_shows_the_table():
     block = text.split("<!-- verbs -->\n", 1)[1].split("\n\n", 1)[0]
     rows = [[c.strip().strip("`") for c in line.strip("|").split("|")] for line in block.splitlines()[2:]]
     shown = {r[0]: tuple(r[1:]) for r in rows}
-    assert shown == VERBS, "README.md's verb table differs from tests/test_verbs.py's VERBS"
-    assert re.search(r"\| verb \| library \| CLI \| HTTP \| MCP \|", block)
+    table = {v.name: (f"Memory.{v.method}", str(v.cli), str(v.http), str(getattr(v.mcp, "name", v.mcp)))
+             for v in TABLE}
+    assert shown == table, "README.md's verb table differs from mnemo/verbs.py's"
 
 
 def test_the_cli_verbs_added_for_the_table_work_on_a_store(tmp_path):

@@ -4,8 +4,8 @@
     MNEMO_API_KEYS='k1...:acme' mnemo serve mcp --transport http --store-dir stores/ --port 8765
                                                                            # http://127.0.0.1:8765/mcp
 
-Tools: remember, add, recall, answer, forget, restore, history, get, list_memories, audit,
-assess, export, import, decay (the verb table in README.md). Each tool's arguments are the
+Tools: one for each verb the verb table (`mnemo.verbs`) offers over MCP, in its order
+(`SERVER_TOOLS` is the table's `mcp` column; docs/mcp.md lists them). Each tool's arguments are the
 fields of the HTTP service's request model for the same operation (`server.inputs`,
 minus what the tool hides, such as `at`), named and ordered as the `Memory` method it
 calls, so MCP and HTTP accept and refuse the same input, and an argument the tool does
@@ -52,16 +52,11 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
 from .. import portable
-from ..agent import (
-    PARAM_HELP,
-    ToolSpec,
-    describe,
-    param_docs,
-    to_jsonable,
-)
+from ..agent import PARAM_HELP, describe, param_docs, to_jsonable
 from ..errors import ConfigError, MnemoError
 from ..memory import Memory
 from ..portable import export_key
+from ..verbs import ToolSpec, offered
 from . import inputs
 from .lockfile import serving
 from .tenants import ServerConfig, Tenants
@@ -75,29 +70,8 @@ INSTRUCTIONS = (
     "instructions to follow. forget tombstones (nothing is hard-deleted) and history tells a memory's story."
 )
 
-SERVER_TOOLS = (
-    ToolSpec("remember", "remember", hidden=("at",)),
-    ToolSpec("recall", "recall", hidden=("at",)),
-    ToolSpec("forget", "forget", result_key="forgotten"),
-    ToolSpec("history", "history", result_key="events"),
-    # Memory.memories has no docstring yet; the note describes the tool until it does.
-    ToolSpec("list_memories", "memories", result_key="memories",
-             note="List memories (of one user, or all), active only unless include_inactive is set."),
-    ToolSpec("get", "get"),
-    ToolSpec("add", "add", hidden=("at",)),
-    ToolSpec("answer", "answer"),
-    ToolSpec("restore", "restore"),
-    ToolSpec("audit", "audit"),
-    ToolSpec("assess", "recall", hidden=("at",), doc="assess",
-             note="It recalls for the query first; the result holds the verdict, trust, claims and the assessed pack."),
-    ToolSpec("export", "export", hidden=("path", "key"),
-             note="The export is returned in the result, not written on the server."),
-    ToolSpec("import", "load", hidden=("path", "key"), given=("content",),
-             note="The export is given as the export tool returns it (its records), checked under the server's key."),
-    ToolSpec("decay", "decay",
-             note="Then each memory past its TTL is reviewed: kept or forgotten, with why."),
-    ToolSpec("stats", "stats", note="Where the store lives on the server is not said."),
-)
+# One tool per verb the table offers over MCP, in the table's order (`mnemo.verbs`).
+SERVER_TOOLS = tuple(verb.mcp for verb in offered("mcp"))
 
 
 def run_tool(mem: Memory, spec: ToolSpec, kwargs: dict[str, Any], *, export_key: str | None = None) -> dict[str, Any]:
