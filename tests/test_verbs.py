@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fastapi.routing import APIRoute
 from typer.main import get_command
 
 from mnemo import Memory
 from mnemo.cli import app as cli_app
+from mnemo.errors import ConfigError
+from mnemo.server import http
 from mnemo.server.http import create_app
 from mnemo.server.mcp import SERVER_TOOLS
 from mnemo.verbs import TABLE, offered
@@ -49,6 +52,17 @@ def test_each_surface_offers_exactly_the_tables_verbs():
     assert _cli() - NOT_VERBS["cli"] == {v.cli for v in offered("cli")}
     assert _http() - NOT_VERBS["http"] == {str(v.http) for v in offered("http")}
     assert _mcp() == {v.mcp.name for v in offered("mcp")}
+
+
+@pytest.mark.parametrize("change", ["drop forget", "add repair"])
+def test_http_refuses_to_start_when_its_handlers_and_the_table_disagree(change, monkeypatch):
+    if change == "drop forget":
+        monkeypatch.delitem(http.ROUTES.handlers, "forget")
+    else:
+        monkeypatch.setitem(http.ROUTES.handlers, "repair", (lambda: None, {}))
+    with pytest.raises(ConfigError, match="no function for forget" if change == "drop forget" else
+                       "no verb offered here for repair"):
+        create_app({"k" * 24: "t"})
 
 
 def test_the_readme_shows_the_table():

@@ -4,19 +4,21 @@
     curl -H 'Authorization: Bearer k1...' -d '{"text": "I moved to Lisbon", "user": "alice"}' \\
          http://127.0.0.1:8080/v1/remember
 
-Routes (all under /v1 need `Authorization: Bearer KEY`): POST remember, POST memories
-(add), POST recall, POST answer, POST forget (by id or query, dry_run), GET memories (list, with
-include_inactive and filters), GET memories/{id}, GET memories/{id}/history, POST
-memories/{id}/restore, POST decay (the decay pass, then the review of expired memories),
-POST import (a JSON export as the body, signed under the server's key when it has one), GET stats (counts, one user's or the
-store's), POST audit, POST assess (recall + trust verdict; tools are server-side config, and
-without tools the verdict rests on provenance only), GET export (JSON Lines or
-Markdown, streamed). GET /healthz says the process is alive; GET /readyz says the
-stores open, that the quota counter answers (on PostgreSQL: the database) and, with a
-live model, that the model answers. The OpenAPI schema is at /openapi.json. Remember,
-add, answer, assess, audit, decay and forget-by-query may call the model and count against
-the tenant's quota; on PostgreSQL the count is kept in the database, so it holds across
-replicas (`tenants.Quota`).
+Routes (all under /v1 need `Authorization: Bearer KEY`): one for each verb the verb table
+(`mnemo.verbs`) offers over HTTP, its path, method and summary from the table and its handler
+from this module (`ROUTES`; `create_app` refuses a verb without a handler or a handler without a
+verb): POST remember, POST memories (add), POST recall, POST answer, POST forget (by id or query,
+dry_run), POST memories/{id}/restore, GET memories/{id}/history, GET memories (list, with
+include_inactive and filters), GET memories/{id}, POST audit, POST assess (recall + trust
+verdict; tools are server-side config, and without tools the verdict rests on provenance only),
+POST decay (the decay pass, then the review of expired memories), GET export (JSON Lines or
+Markdown, streamed), POST import (a JSON export as the body, signed under the server's key when
+it has one), GET stats (counts, one user's or the store's). GET /healthz says the process is
+alive; GET /readyz says the stores open, that the quota counter answers (on PostgreSQL: the
+database) and, with a live model, that the model answers. The OpenAPI schema is at
+/openapi.json. Remember, add, answer, assess, audit, decay and forget-by-query may call the
+model and count against the tenant's quota; on PostgreSQL the count is kept in the database, so
+it holds across replicas (`tenants.Quota`).
 
 The explorer (GET /explorer, files under /explorer/static) is a page that is only a
 client of these routes: it sends the key the user types in, and shows memories,
@@ -68,6 +70,7 @@ from ..audit import AuditReport
 from ..decay import salience
 from ..errors import InvalidInput, MnemoError
 from ..model import CATEGORIES, KINDS, Event, Link, MemoryRecord, Recall, WriteReport
+from ..verbs import Surface
 from . import experiments as exp
 from .inputs import (
     AddIn,
@@ -211,6 +214,161 @@ async def _unreadable(request: Request, exc: StarletteHTTPException) -> Any:
     return await http_exception_handler(request, exc)
 
 
+# ----------------------------------------------------------------- the verbs
+# One handler per verb the table offers over HTTP (`mnemo.verbs`); `create_app` gives each its route.
+ROUTES = Surface("http")
+
+
+
+@ROUTES.verb("remember", response_model=WriteReport, tags=["write"])
+def remember(body: RememberIn, tenant: Caller, request: Request) -> Any:
+    """Record a turn, extract memories from it and reconcile them (counts against the quota)."""
+    _charge(request, tenant)
+    with tenant.writing(body.user) as mem:
+        return mem.remember(body.text, user=body.user, session=body.session, agent=body.agent, at=body.at)
+
+
+@ROUTES.verb("add", response_model=MemoryRecord, tags=["write"])
+def add(body: AddIn, tenant: Caller, request: Request) -> Any:
+    """Write one structured memory, reconciled like any other write (counts against the quota)."""
+    _charge(request, tenant)
+    with tenant.writing(body.user) as mem:
+        return mem.add(**body.model_dump(exclude={"references"}), references=tuple(body.references))
+
+
+@ROUTES.verb("recall", response_model=Recall, tags=["read"])
+def recall(body: RecallIn, tenant: Caller) -> Any:
+    """Pack the memories that matter for a query under a token budget, with confidence and trace."""
+    with tenant.reading() as mem:
+        return mem.recall(body.query, **body.kwargs())
+
+
+@ROUTES.verb("answer", response_model=Answer, tags=["read"])
+def answer(body: AnswerIn, tenant: Caller, request: Request) -> Any:
+    """Answer a question from the recalled memories, citing them; abstain when the record is silent (quota)."""
+    _charge(request, tenant)
+    filters = body.filters.given() if body.filters else None
+    with tenant.reading() as mem:
+        return mem.answer(body.question, user=body.user, budget_tokens=body.budget_tokens, filters=filters)
+
+
+@ROUTES.verb("forget", response_model=Forgotten, tags=["write"])
+def forget(body: ForgetIn, tenant: Caller, request: Request) -> Any:
+    """Tombstone one memory by id, or exactly the memories a query names (by query: counts against the quota)."""
+    if (body.memory_id is None) == (body.query is None) or (body.query is not None and body.user is None):
+        raise InvalidInput("forget needs either memory_id, or query and user")
+    if body.query is not None:
+        _charge(request, tenant)
+    args = {"query": body.query, "user": body.user, "reason": body.reason, "dry_run": body.dry_run}
+    with tenant.reading() if body.dry_run else tenant.writing(body.user) as mem:
+        return Forgotten(dry_run=body.dry_run, forgotten=mem.forget(body.memory_id, **args))
+
+
+@ROUTES.verb("list", response_model=MemoryList, tags=["read"])
+def memories(tenant: Caller, user: Annotated[Name | None, Query()] = None, include_inactive: bool = False,
+             kind: Annotated[Literal[KINDS] | None, Query()] = None,
+             category: Annotated[Literal[CATEGORIES] | None, Query()] = None,
+             session: Annotated[Name | None, Query()] = None, agent: Annotated[Name | None, Query()] = None,
+             subject: Annotated[Name | None, Query()] = None,
+             limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> Any:
+    """List memories, oldest first: one user's or all, active only unless include_inactive."""
+    filters = {"kinds": [kind] if kind else None, "categories": [category] if category else None,
+               "session": session, "agent": agent, "subject": subject}
+    with tenant.reading() as mem:
+        found = mem.store.memories(user, include_inactive=include_inactive, filters=filters, limit=limit)
+        now = mem.clock.now()
+        return MemoryList(memories=found, salience_at=now,
+                          salience={m.id: round(salience(m, now, mem.config.decay), 4) for m in found})
+
+
+@ROUTES.verb("get", response_model=MemoryRecord, tags=["read"])
+def get(memory_id: Name, tenant: Caller) -> Any:
+    """Return one memory, active or tombstoned."""
+    with tenant.reading() as mem:
+        return mem.get(memory_id)
+
+
+@ROUTES.verb("stats", tags=["read"])
+def stats(tenant: Caller, user: Annotated[Name | None, Query()] = None) -> dict[str, Any]:
+    """Counts of memories (by status, active by kind) and turns: one user's, or the store's."""
+    with tenant.reading() as mem:
+        return unlocated(mem.stats(user))
+
+
+@ROUTES.verb("history", response_model=EventList, tags=["read"])
+def history(memory_id: Name, tenant: Caller) -> Any:
+    """Tell the story of a memory: created, corroborated, superseded, forgotten, restored."""
+    with tenant.reading() as mem:
+        events = mem.history(memory_id)
+        return EventList(memory_id=memory_id, events=events, links=mem.store.links([memory_id]))
+
+
+@ROUTES.verb("restore", response_model=MemoryRecord, tags=["write"])
+def restore(memory_id: Name, body: RestoreIn, tenant: Caller) -> Any:
+    """Reverse a tombstone: the memory is active again (its successor, if any, stays active)."""
+    with tenant.writing() as mem:
+        return mem.restore(memory_id, reason=body.reason)
+
+
+@ROUTES.verb("decay", response_model=DecayReport, tags=["write"])
+def decay(body: DecayIn, tenant: Caller, request: Request) -> Any:
+    """Tombstone memories whose salience fell under the threshold, then review those past their TTL (quota)."""
+    _charge(request, tenant)
+    with tenant.writing() as mem:
+        decayed = mem.decay(at=body.at)
+        reviewed = mem.review_expired(at=body.at)
+    return DecayReport(decayed=[Decayed(memory_id=i, salience=s) for i, s in decayed], reviewed=reviewed)
+
+
+@ROUTES.verb("import", response_model=Imported, tags=["write"])
+def import_(data: Annotated[bytes, Body(media_type="application/x-ndjson",
+                                        description="a JSON export, as GET /v1/export streams it")],
+            tenant: Caller, request: Request, on_conflict: Literal["error", "skip"] = "error") -> Any:
+    """Load a JSON export into the tenant's store in one transaction (signed under the server's key when it has one)."""
+    key = request.app.state.tenants.cfg.export_key
+    with tempfile.TemporaryDirectory(prefix="mnemo-import-") as tmp:
+        path = Path(tmp) / "import.jsonl"
+        path.write_bytes(data)
+        with tenant.writing() as mem:
+            report = portable.load(mem.store, path, on_conflict=on_conflict, key=key, name="the request body")
+    return Imported(added=report.added, skipped=report.skipped)
+
+
+@ROUTES.verb("audit", response_model=AuditReport, tags=["trust"])
+def audit(body: AuditIn, tenant: Caller, request: Request) -> Any:
+    """Report contradictions and dangling references with recommended resolutions; changes nothing (quota)."""
+    _charge(request, tenant)
+    with tenant.reading() as mem:
+        return mem.audit(body.user)
+
+
+@ROUTES.verb("assess", response_model=Assessed, tags=["trust"])
+def assess(body: RecallIn, tenant: Caller, request: Request) -> Any:
+    """Recall, then re-ground verifiable claims with the server's tools and decide act or escalate."""
+    _charge(request, tenant)
+    tools = request.app.state.tools
+    # With tools, a stale claim is superseded by its re-grounded value: that is a write.
+    with tenant.writing(body.user) if tools else tenant.reading() as mem:
+        pack = mem.recall(body.query, **body.kwargs())
+        return Assessed(recall=pack, assessment=mem.assess(pack, tools=tools))
+
+
+@ROUTES.verb("export", tags=["read"], response_class=StreamingResponse, responses={200: {"content": {
+    "application/x-ndjson": {}, "text/markdown": {}}, "description": "the export, streamed"}})
+def export(tenant: Caller, request: Request, user: Annotated[Name | None, Query()] = None,
+           fmt: Literal["json", "markdown"] = "json") -> StreamingResponse:
+    """Stream the tenant's memories (or one user's) as the JSON Lines export or as Markdown."""
+    with tenant.lock.read():
+        view = tenant.view()
+    key = request.app.state.tenants.cfg.export_key
+    chunks = (portable.json_lines(view.store, user, key=key) if fmt == "json"
+              else portable.markdown_lines(view.store, user))
+    media = "application/x-ndjson" if fmt == "json" else "text/markdown; charset=utf-8"
+    name = f"mnemo-{tenant.name}.{'jsonl' if fmt == 'json' else 'md'}"
+    return StreamingResponse(_closing(chunks, tenant, view), media_type=media,
+                             headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
 # ----------------------------------------------------------------- the app
 def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: Any = None,
                opener: Any = None, experiments: str | Path | None = None) -> FastAPI:
@@ -275,137 +433,9 @@ def create_app(keys: dict[str, str], cfg: ServerConfig | None = None, *, tools: 
         return JSONResponse({"ready": True, "tenants": len(tenants.names), "llm": llm.mode,
                              "quota": tenants.quota.counter.scope})
 
-    @app.post("/v1/remember", response_model=WriteReport, tags=["write"])
-    def remember(body: RememberIn, tenant: Caller, request: Request) -> Any:
-        """Record a turn, extract memories from it and reconcile them (counts against the quota)."""
-        _charge(request, tenant)
-        with tenant.writing(body.user) as mem:
-            return mem.remember(body.text, user=body.user, session=body.session, agent=body.agent, at=body.at)
-
-    @app.post("/v1/memories", response_model=MemoryRecord, tags=["write"])
-    def add(body: AddIn, tenant: Caller, request: Request) -> Any:
-        """Write one structured memory, reconciled like any other write (counts against the quota)."""
-        _charge(request, tenant)
-        with tenant.writing(body.user) as mem:
-            return mem.add(**body.model_dump(exclude={"references"}), references=tuple(body.references))
-
-    @app.post("/v1/recall", response_model=Recall, tags=["read"])
-    def recall(body: RecallIn, tenant: Caller) -> Any:
-        """Pack the memories that matter for a query under a token budget, with confidence and trace."""
-        with tenant.reading() as mem:
-            return mem.recall(body.query, **body.kwargs())
-
-    @app.post("/v1/answer", response_model=Answer, tags=["read"])
-    def answer(body: AnswerIn, tenant: Caller, request: Request) -> Any:
-        """Answer a question from the recalled memories, citing them; abstain when the record is silent (quota)."""
-        _charge(request, tenant)
-        filters = body.filters.given() if body.filters else None
-        with tenant.reading() as mem:
-            return mem.answer(body.question, user=body.user, budget_tokens=body.budget_tokens, filters=filters)
-
-    @app.post("/v1/forget", response_model=Forgotten, tags=["write"])
-    def forget(body: ForgetIn, tenant: Caller, request: Request) -> Any:
-        """Tombstone one memory by id, or exactly the memories a query names (by query: counts against the quota)."""
-        if (body.memory_id is None) == (body.query is None) or (body.query is not None and body.user is None):
-            raise InvalidInput("forget needs either memory_id, or query and user")
-        if body.query is not None:
-            _charge(request, tenant)
-        args = {"query": body.query, "user": body.user, "reason": body.reason, "dry_run": body.dry_run}
-        with tenant.reading() if body.dry_run else tenant.writing(body.user) as mem:
-            return Forgotten(dry_run=body.dry_run, forgotten=mem.forget(body.memory_id, **args))
-
-    @app.get("/v1/memories", response_model=MemoryList, tags=["read"])
-    def memories(tenant: Caller, user: Annotated[Name | None, Query()] = None, include_inactive: bool = False,
-                 kind: Annotated[Literal[KINDS] | None, Query()] = None,
-                 category: Annotated[Literal[CATEGORIES] | None, Query()] = None,
-                 session: Annotated[Name | None, Query()] = None, agent: Annotated[Name | None, Query()] = None,
-                 subject: Annotated[Name | None, Query()] = None,
-                 limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> Any:
-        """List memories, oldest first: one user's or all, active only unless include_inactive."""
-        filters = {"kinds": [kind] if kind else None, "categories": [category] if category else None,
-                   "session": session, "agent": agent, "subject": subject}
-        with tenant.reading() as mem:
-            found = mem.store.memories(user, include_inactive=include_inactive, filters=filters, limit=limit)
-            now = mem.clock.now()
-            return MemoryList(memories=found, salience_at=now,
-                              salience={m.id: round(salience(m, now, mem.config.decay), 4) for m in found})
-
-    @app.get("/v1/memories/{memory_id}", response_model=MemoryRecord, tags=["read"])
-    def get(memory_id: Name, tenant: Caller) -> Any:
-        """Return one memory, active or tombstoned."""
-        with tenant.reading() as mem:
-            return mem.get(memory_id)
-
-    @app.get("/v1/stats", tags=["read"])
-    def stats(tenant: Caller, user: Annotated[Name | None, Query()] = None) -> dict[str, Any]:
-        """Counts of memories (by status, active by kind) and turns: one user's, or the store's."""
-        with tenant.reading() as mem:
-            return unlocated(mem.stats(user))
-
-    @app.get("/v1/memories/{memory_id}/history", response_model=EventList, tags=["read"])
-    def history(memory_id: Name, tenant: Caller) -> Any:
-        """Tell the story of a memory: created, corroborated, superseded, forgotten, restored."""
-        with tenant.reading() as mem:
-            events = mem.history(memory_id)
-            return EventList(memory_id=memory_id, events=events, links=mem.store.links([memory_id]))
-
-    @app.post("/v1/memories/{memory_id}/restore", response_model=MemoryRecord, tags=["write"])
-    def restore(memory_id: Name, body: RestoreIn, tenant: Caller) -> Any:
-        """Reverse a tombstone: the memory is active again (its successor, if any, stays active)."""
-        with tenant.writing() as mem:
-            return mem.restore(memory_id, reason=body.reason)
-
-    @app.post("/v1/decay", response_model=DecayReport, tags=["write"])
-    def decay(body: DecayIn, tenant: Caller, request: Request) -> Any:
-        """Tombstone memories whose salience fell under the threshold, then review those past their TTL (quota)."""
-        _charge(request, tenant)
-        with tenant.writing() as mem:
-            decayed = mem.decay(at=body.at)
-            reviewed = mem.review_expired(at=body.at)
-        return DecayReport(decayed=[Decayed(memory_id=i, salience=s) for i, s in decayed], reviewed=reviewed)
-
-    @app.post("/v1/import", response_model=Imported, tags=["write"])
-    def import_(data: Annotated[bytes, Body(media_type="application/x-ndjson",
-                                            description="a JSON export, as GET /v1/export streams it")],
-                tenant: Caller, on_conflict: Literal["error", "skip"] = "error") -> Any:
-        """Load a JSON export into the tenant's store in one transaction (signed under the server's key when it has one)."""
-        with tempfile.TemporaryDirectory(prefix="mnemo-import-") as tmp:
-            path = Path(tmp) / "import.jsonl"
-            path.write_bytes(data)
-            with tenant.writing() as mem:
-                report = portable.load(mem.store, path, on_conflict=on_conflict, key=cfg.export_key, name="the request body")
-        return Imported(added=report.added, skipped=report.skipped)
-
-    @app.post("/v1/audit", response_model=AuditReport, tags=["trust"])
-    def audit(body: AuditIn, tenant: Caller, request: Request) -> Any:
-        """Report contradictions and dangling references with recommended resolutions; changes nothing (quota)."""
-        _charge(request, tenant)
-        with tenant.reading() as mem:
-            return mem.audit(body.user)
-
-    @app.post("/v1/assess", response_model=Assessed, tags=["trust"])
-    def assess(body: RecallIn, tenant: Caller, request: Request) -> Any:
-        """Recall, then re-ground verifiable claims with the server's tools and decide act or escalate."""
-        _charge(request, tenant)
-        tools = request.app.state.tools
-        # With tools, a stale claim is superseded by its re-grounded value: that is a write.
-        with tenant.writing(body.user) if tools else tenant.reading() as mem:
-            pack = mem.recall(body.query, **body.kwargs())
-            return Assessed(recall=pack, assessment=mem.assess(pack, tools=tools))
-
-    @app.get("/v1/export", tags=["read"], response_class=StreamingResponse, responses={200: {"content": {
-        "application/x-ndjson": {}, "text/markdown": {}}, "description": "the export, streamed"}})
-    def export(tenant: Caller, user: Annotated[Name | None, Query()] = None,
-               fmt: Literal["json", "markdown"] = "json") -> StreamingResponse:
-        """Stream the tenant's memories (or one user's) as the JSON Lines export or as Markdown."""
-        with tenant.lock.read():
-            view = tenant.view()
-        chunks = (portable.json_lines(view.store, user, key=cfg.export_key) if fmt == "json"
-                  else portable.markdown_lines(view.store, user))
-        media = "application/x-ndjson" if fmt == "json" else "text/markdown; charset=utf-8"
-        name = f"mnemo-{tenant.name}.{'jsonl' if fmt == 'json' else 'md'}"
-        return StreamingResponse(_closing(chunks, tenant, view), media_type=media,
-                                 headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    # The verbs' routes, from the verb table: its path, method and summary, this module's handler and options.
+    for verb, handler, options in ROUTES.bound():
+        app.add_api_route(verb.http.path, handler, methods=[verb.http.method], summary=verb.summary, **options)
 
     @app.get("/v1/experiments", response_model=exp.Listing, tags=["experiments"])
     def experiments_listing(tenant: Caller) -> Any:
