@@ -18,6 +18,7 @@ from rich.table import Table
 from .errors import MnemoError
 from .eval import cli as eval_cli
 from .server import cli as server_cli
+from .verbs import Surface
 
 app = typer.Typer(help="mnemo: long-term memory for LLM agents that forgets correctly and knows what it can trust.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -26,6 +27,8 @@ app.add_typer(eval_cli.data_app, name="data")
 # `mnemo serve mcp` and `mnemo serve http` live beside the servers (mnemo/server/cli.py).
 app.add_typer(server_cli.serve_app, name="serve")
 console = Console()
+# One command per verb the table offers on the CLI (`mnemo.verbs`); a verb without one, or one without a verb, fails here.
+COMMANDS = Surface("cli")
 
 STORE = typer.Option("mnemo.duckdb", "--store", "-s", help="Store file (':memory:' for a throwaway store).")
 EMBEDDER = typer.Option(None, "--embedder", help="hash | minilm | openai:MODEL (default: the store's own, else auto).")
@@ -70,7 +73,7 @@ def _memories_table(title: str, records) -> Table:
     return table
 
 
-@app.command()
+@COMMANDS.verb("add")
 def add(text: str = typer.Argument(..., help="The memory as a sentence."), user: str = USER,
         kind: str = typer.Option("semantic", help="semantic | procedural | episodic"),
         category: str = typer.Option("fact", help="fact, preference, decision, ..."),
@@ -87,7 +90,7 @@ def add(text: str = typer.Argument(..., help="The memory as a sentence."), user:
         _dump(rec) if as_json else console.print(_memories_table("stored", [rec]))
 
 
-@app.command()
+@COMMANDS.verb("remember")
 def remember(text: str = typer.Argument(..., help="A conversation turn in plain language."), user: str = USER,
              session: str = typer.Option(None, help="Session id."), at: str = typer.Option(None, help="ISO time."),
              store: str = STORE, embedder: str = EMBEDDER, llm: str = LLM, as_json: bool = JSON_OUT) -> None:
@@ -106,7 +109,7 @@ def remember(text: str = typer.Argument(..., help="A conversation turn in plain 
             console.print(f"  added {r.id}: {r.text!r}")
 
 
-@app.command()
+@COMMANDS.verb("recall")
 def recall(query: str = typer.Argument(..., help="What the agent needs to know."), user: str = USER,
            budget_tokens: int = typer.Option(None, "--budget-tokens", "-b", help="Token budget (default from the recipe)."),
            trace: bool = typer.Option(False, help="Show every candidate and why it was or was not packed."),
@@ -136,7 +139,7 @@ def recall(query: str = typer.Argument(..., help="What the agent needs to know."
             console.print(t)
 
 
-@app.command()
+@COMMANDS.verb("history")
 def history(memory_id: str = typer.Argument(..., help="A memory id."), store: str = STORE,
             as_json: bool = JSON_OUT) -> None:
     """Tell the story of a memory: created, corroborated, superseded, forgotten, restored."""
@@ -155,7 +158,7 @@ def history(memory_id: str = typer.Argument(..., help="A memory id."), store: st
         console.print(table)
 
 
-@app.command()
+@COMMANDS.verb("get")
 def get(memory_id: str = typer.Argument(..., help="A memory id."), store: str = STORE, as_json: bool = JSON_OUT) -> None:
     """Show one memory, active or tombstoned."""
     with _open(store, read_only=True) as mem:
@@ -166,7 +169,7 @@ def get(memory_id: str = typer.Argument(..., help="A memory id."), store: str = 
         console.print(_memories_table("memory", [record]))
 
 
-@app.command()
+@COMMANDS.verb("forget")
 def forget(memory_id: str = typer.Argument(None, help="A memory id (or use --query)."),
            query: str = typer.Option(None, help="Forget what this names, e.g. 'my old address'."),
            user: str = typer.Option(None, "--user", "-u", help="Whose memories (with --query)."),
@@ -185,7 +188,7 @@ def forget(memory_id: str = typer.Argument(None, help="A memory id (or use --que
                 console.print(f"  nearest: {near['memory_id']} ({near['sim']:.2f}) {near['text']}")
 
 
-@app.command()
+@COMMANDS.verb("restore")
 def restore(memory_id: str = typer.Argument(..., help="A tombstoned memory's id."),
             reason: str = typer.Option("restored", help="Recorded on the event."), store: str = STORE,
             as_json: bool = JSON_OUT) -> None:
@@ -195,7 +198,7 @@ def restore(memory_id: str = typer.Argument(..., help="A tombstoned memory's id.
         _dump(rec) if as_json else console.print(_memories_table("restored", [rec]))
 
 
-@app.command("memories")
+@COMMANDS.verb("list")
 def memories_cmd(user: str = typer.Option(None, "--user", "-u", help="Whose memories (default: every user's)."),
                  include_inactive: bool = typer.Option(False, "--all", help="Tombstones too."),
                  store: str = STORE, as_json: bool = JSON_OUT) -> None:
@@ -205,7 +208,7 @@ def memories_cmd(user: str = typer.Option(None, "--user", "-u", help="Whose memo
         _dump(found) if as_json else console.print(_memories_table(f"{len(found)} memories", found))
 
 
-@app.command()
+@COMMANDS.verb("answer")
 def answer(question: str = typer.Argument(..., help="A question about what the user said."), user: str = USER,
            budget_tokens: int = typer.Option(None, "--budget-tokens", "-b", help="Token budget (default from the recipe)."),
            store: str = STORE, embedder: str = EMBEDDER, llm: str = LLM, as_json: bool = JSON_OUT) -> None:
@@ -219,7 +222,7 @@ def answer(question: str = typer.Argument(..., help="A question about what the u
                       f"answered by {a.answered_by}[/dim]")
 
 
-@app.command()
+@COMMANDS.verb("audit")
 def audit(user: str = USER, store: str = STORE, llm: str = LLM, as_json: bool = JSON_OUT) -> None:
     """Report contradictions and dangling references, each with a recommended resolution; change nothing."""
     with _open(store, llm=llm) as mem:
@@ -239,7 +242,7 @@ def audit(user: str = USER, store: str = STORE, llm: str = LLM, as_json: bool = 
             console.print(f"{f.verdict}: {f.a_id} / {f.b_id} ({f.subject}, cosine {f.cosine:.2f}): {f.rationale}")
 
 
-@app.command()
+@COMMANDS.verb("decay")
 def decay(at: str = typer.Option(None, help="ISO time of the pass (default now)."), store: str = STORE) -> None:
     """Tombstone memories whose salience fell under the threshold, then review expired ones."""
     with _open(store) as mem:
@@ -249,7 +252,7 @@ def decay(at: str = typer.Option(None, help="ISO time of the pass (default now).
                       "expired memories forgotten after review")
 
 
-@app.command()
+@COMMANDS.verb("stats")
 def stats(user: str = typer.Option(None, "--user", "-u", help="One user's counts (default: the whole store)."),
           store: str = STORE) -> None:
     """Counts by status, the store's embedder and schema version."""
@@ -257,7 +260,7 @@ def stats(user: str = typer.Option(None, "--user", "-u", help="One user's counts
         _dump(mem.stats(user))
 
 
-@app.command("repair")
+@COMMANDS.verb("repair")
 def repair_cmd(store: str = STORE) -> None:
     """Process turns recorded but never processed (a writer killed mid-batch), once each, and say what became of them."""
     from .memory import Memory
@@ -268,6 +271,49 @@ def repair_cmd(store: str = STORE) -> None:
     for name in ("skipped", "failed", "waiting"):
         for turn, why in getattr(done, name):
             console.print(f"  {name} {turn.id}: {why}")
+
+
+@COMMANDS.verb("export")
+def export_cmd(path: Path = typer.Argument(..., help="File to write."),
+               user: str = typer.Option(None, "--user", "-u", help="Only this user's memories (default: all)."),
+               fmt: str = typer.Option("json", "--format", "-f",
+                                       help="json (JSON Lines with vectors, importable) | markdown (for people)."),
+               sign_key: str = typer.Option(None, "--sign-key", help=SIGN_HELP),
+               store: str = STORE) -> None:
+    """Write the store, tombstones and vectors included, as a lossless JSON export or a Markdown rendering."""
+    from .portable import export_key
+
+    key = (sign_key or export_key()) if fmt == "json" else sign_key
+    with _open(store, read_only=True) as mem:
+        out = mem.export(path, user=user, fmt=fmt, key=key)
+    console.print(f"wrote {out}" + (" (signed)" if key else ""))
+
+
+@COMMANDS.verb("import")
+def import_cmd(path: Path = typer.Argument(..., help="A JSON export written by `mnemo export`."),
+               store: str = STORE,
+               embedder: str = typer.Option(None, "--embedder",
+                                            help="Embedder of a new store (default: the export's; must match)."),
+               on_conflict: str = typer.Option("error", help="error: refuse ids already in the store | "
+                                                             "skip: skip them and say which."),
+               key: str = typer.Option(None, "--key", help=CHECK_HELP),
+               as_json: bool = JSON_OUT) -> None:
+    """Load a JSON export into a store (new or existing) without re-embedding; existing ids are refused or skipped."""
+    from . import portable
+    from .memory import Memory
+
+    with Memory.open(store, embedder=portable.target_embedder(path, store, embedder)) as mem:
+        rep = portable.load(mem.store, path, on_conflict=on_conflict, key=key or portable.export_key())
+    if as_json:
+        _dump(rep)
+        return
+    skipped = {k: len(v) for k, v in rep.skipped.items() if v}
+    console.print(f"imported {rep.added} into {store}" + (f"; skipped existing {skipped}" if skipped else ""))
+
+
+# The verbs' commands, from the verb table: its names in its order, with this module's functions.
+for verb, command, options in COMMANDS.bound():
+    app.command(name=verb.cli, **options)(command)
 
 
 @app.command()
@@ -324,44 +370,6 @@ def simulate_cmd(seed: int = typer.Option(0, help="Seed: fixes personas, schedul
                         else str(r[c]) for c in cols))
     console.print(table)
     console.print(res.summary)
-
-
-@app.command("export")
-def export_cmd(path: Path = typer.Argument(..., help="File to write."),
-               user: str = typer.Option(None, "--user", "-u", help="Only this user's memories (default: all)."),
-               fmt: str = typer.Option("json", "--format", "-f",
-                                       help="json (JSON Lines with vectors, importable) | markdown (for people)."),
-               sign_key: str = typer.Option(None, "--sign-key", help=SIGN_HELP),
-               store: str = STORE) -> None:
-    """Write the store, tombstones and vectors included, as a lossless JSON export or a Markdown rendering."""
-    from .portable import export_key
-
-    key = (sign_key or export_key()) if fmt == "json" else sign_key
-    with _open(store, read_only=True) as mem:
-        out = mem.export(path, user=user, fmt=fmt, key=key)
-    console.print(f"wrote {out}" + (" (signed)" if key else ""))
-
-
-@app.command("import")
-def import_cmd(path: Path = typer.Argument(..., help="A JSON export written by `mnemo export`."),
-               store: str = STORE,
-               embedder: str = typer.Option(None, "--embedder",
-                                            help="Embedder of a new store (default: the export's; must match)."),
-               on_conflict: str = typer.Option("error", help="error: refuse ids already in the store | "
-                                                             "skip: skip them and say which."),
-               key: str = typer.Option(None, "--key", help=CHECK_HELP),
-               as_json: bool = JSON_OUT) -> None:
-    """Load a JSON export into a store (new or existing) without re-embedding; existing ids are refused or skipped."""
-    from . import portable
-    from .memory import Memory
-
-    with Memory.open(store, embedder=portable.target_embedder(path, store, embedder)) as mem:
-        rep = portable.load(mem.store, path, on_conflict=on_conflict, key=key or portable.export_key())
-    if as_json:
-        _dump(rep)
-        return
-    skipped = {k: len(v) for k, v in rep.skipped.items() if v}
-    console.print(f"imported {rep.added} into {store}" + (f"; skipped existing {skipped}" if skipped else ""))
 
 
 # `mnemo archive` itself archives; restore, list, push and pull hang off the same group.

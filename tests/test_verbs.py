@@ -14,7 +14,7 @@ import pytest
 from fastapi.routing import APIRoute
 from typer.main import get_command
 
-from mnemo import Memory
+from mnemo import Memory, cli
 from mnemo.cli import app as cli_app
 from mnemo.errors import ConfigError
 from mnemo.server import http
@@ -54,15 +54,21 @@ def test_each_surface_offers_exactly_the_tables_verbs():
     assert _mcp() == {v.mcp.name for v in offered("mcp")}
 
 
-@pytest.mark.parametrize("change", ["drop forget", "add repair"])
-def test_http_refuses_to_start_when_its_handlers_and_the_table_disagree(change, monkeypatch):
-    if change == "drop forget":
-        monkeypatch.delitem(http.ROUTES.handlers, "forget")
-    else:
-        monkeypatch.setitem(http.ROUTES.handlers, "repair", (lambda: None, {}))
-    with pytest.raises(ConfigError, match="no function for forget" if change == "drop forget" else
-                       "no verb offered here for repair"):
-        create_app({"k" * 24: "t"})
+# How each surface is built from the table, and a verb it does not offer.
+BUILD = {"cli": (lambda: cli.COMMANDS.bound(), cli.COMMANDS, "assess"),
+         "http": (lambda: create_app({"k" * 24: "t"}), http.ROUTES, "repair")}
+
+
+@pytest.mark.parametrize("surface", BUILD)
+def test_a_surface_whose_functions_and_the_table_disagree_is_refused(surface, monkeypatch):
+    build, functions, absent = BUILD[surface]
+    monkeypatch.delitem(functions.handlers, "forget")
+    with pytest.raises(ConfigError, match="no function for forget"):
+        build()
+    monkeypatch.undo()
+    monkeypatch.setitem(functions.handlers, absent, (lambda: None, {}))
+    with pytest.raises(ConfigError, match=f"no verb offered here for {absent}"):
+        build()
 
 
 def test_the_readme_shows_the_table():
