@@ -1,14 +1,16 @@
-"""Write the generated half of the reference pages: docs/cli.md, docs/http.md and docs/mcp.md.
+"""Write the generated half of the reference pages (docs/cli.md, docs/http.md, docs/mcp.md) and README.md's verb table.
 
-    python docs/generate.py           # rewrite what follows each page's marker line (`make docs`)
+    python docs/generate.py           # rewrite what follows each marker line (`make docs`)
     python docs/generate.py --check   # change nothing; exit 1 with a diff when a page is stale
 
 Each page is written by hand down to its marker line (what the surface is for, how to start it)
 and generated below it from the code itself: the CLI from the Typer app (every command, argument
 and option, with its help and default), HTTP from the FastAPI app's OpenAPI schema (every route,
 parameter, request and response model), MCP from the tools the server lists to a client (their
-descriptions and input schemas). `tests/test_docs.py` fails when a page is stale, so a new
-command, option, route or tool reaches the docs in the same commit as the code.
+descriptions and input schemas). README.md's table of verbs, the block from its `<!-- verbs -->`
+line to the next blank line, is generated from the verb table (`mnemo.verbs`).
+`tests/test_docs.py` fails when a page is stale, so a new command, option, route, tool or verb
+reaches the docs in the same commit as the code.
 """
 
 from __future__ import annotations
@@ -191,7 +193,24 @@ def mcp_reference() -> str:
     return "\n".join(out) + "\n"
 
 
+# ----------------------------------------------------------------- README's verb table
+def verb_table() -> str:
+    """Return README.md's table of verbs: each verb's Memory method, CLI command, HTTP route and MCP tool, or why not."""
+    from mnemo.verbs import TABLE, Absent
+
+    out = ["| verb | library | CLI | HTTP | MCP |", "| --- | --- | --- | --- | --- |"]
+    for verb in TABLE:
+        cells = [f"Memory.{verb.method}", verb.cli, verb.http, getattr(verb.mcp, "name", verb.mcp)]
+        out.append(f"| {verb.name} | " + " | ".join(str(c) if isinstance(c, Absent) else f"`{c}`" for c in cells)
+                   + " |")
+    return "\n".join(out) + "\n"
+
+
 # ----------------------------------------------------------------- pages
+# A block generated inside a hand-written page: from its marker line to the next blank line.
+BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
+    "README.md": ("<!-- verbs -->", verb_table),
+}
 PAGES: dict[str, tuple[str, Callable[[], str]]] = {
     "docs/cli.md": ("the Typer app in mnemo/cli.py", cli_reference),
     "docs/http.md": ("the OpenAPI schema of mnemo/server/http.py", http_reference),
@@ -201,6 +220,8 @@ PAGES: dict[str, tuple[str, Callable[[], str]]] = {
 
 def expected(page: str, current: str) -> str:
     """Return `page` as it should read: its hand-written part as in `current`, the rest generated now."""
+    if page in BLOCKS:
+        return _with_block(page, current)
     source, render = PAGES[page]
     marker = MARKER.format(source=source)
     if marker not in current:
@@ -208,10 +229,20 @@ def expected(page: str, current: str) -> str:
     return current[:current.index(marker) + len(marker)] + "\n\n" + render()
 
 
+def _with_block(page: str, current: str) -> str:
+    """Return `current` with the block after `page`'s marker line generated now (up to the next blank line)."""
+    marker, render = BLOCKS[page]
+    if f"\n{marker}\n" not in current:
+        raise SystemExit(f"{page} has no marker line {marker}; add it where the generated block starts")
+    head, rest = current.split(f"\n{marker}\n", 1)
+    tail = rest.split("\n\n", 1)[1] if "\n\n" in rest else ""
+    return f"{head}\n{marker}\n{render()}\n{tail}"
+
+
 def stale() -> dict[str, str]:
     """Return {page: unified diff} for every generated page that differs from what the code gives now."""
     diffs = {}
-    for page in PAGES:
+    for page in [*PAGES, *BLOCKS]:
         path = ROOT / page
         current = path.read_text(encoding="utf-8")
         want = expected(page, current)

@@ -2,13 +2,13 @@
 
 A surface that does not offer a verb says why in the table. Every CLI command, HTTP data route and
 MCP tool is a verb of the table or named below as not one, so a verb added to one surface alone
-shows up here.
+shows up here. README.md's copy of the table is generated (docs/generate.py) and checked by
+tests/test_docs.py.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from fastapi.routing import APIRoute
@@ -21,8 +21,6 @@ from mnemo.server import http
 from mnemo.server.http import create_app
 from mnemo.server.mcp import SERVER_TOOLS
 from mnemo.verbs import TABLE, offered
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # What the surfaces offer that is not a verb on memories: research, operations and serving.
 NOT_VERBS = {"cli": {"data", "eval", "serve", "simulate", "archive", "sweep", "collect", "run", "lab", "demo"},
@@ -69,16 +67,6 @@ def test_a_surface_whose_functions_and_the_table_disagree_is_refused(surface, mo
     monkeypatch.setitem(functions.handlers, absent, (lambda: None, {}))
     with pytest.raises(ConfigError, match=f"no verb offered here for {absent}"):
         build()
-
-
-def test_the_readme_shows_the_table():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = text.split("<!-- verbs -->\n", 1)[1].split("\n\n", 1)[0]
-    rows = [[c.strip().strip("`") for c in line.strip("|").split("|")] for line in block.splitlines()[2:]]
-    shown = {r[0]: tuple(r[1:]) for r in rows}
-    table = {v.name: (f"Memory.{v.method}", str(v.cli), str(v.http), str(getattr(v.mcp, "name", v.mcp)))
-             for v in TABLE}
-    assert shown == table, "README.md's verb table differs from mnemo/verbs.py's"
 
 
 def test_the_cli_verbs_added_for_the_table_work_on_a_store(tmp_path):
