@@ -37,7 +37,7 @@ def serve_mcp(store: str = typer.Option(None, "--store", "-s", help="stdio: the 
               path: str = typer.Option("/mcp", help="URL path of the MCP endpoint with --transport http."),
               store_dir: str = STORE_DIR, keys: Path = KEYS, quota_calls: int = QUOTA_CALLS,
               quota_window: float = QUOTA_WINDOW) -> None:
-    """Serve the memory tools over MCP: remember, recall, forget, history, list_memories, audit, assess, export."""
+    """Serve the memory tools over MCP: every verb of the table (mnemo.verbs) that MCP offers."""
     from ..portable import export_key
     from .mcp import serve
     from .tenants import ServerConfig, load_keys

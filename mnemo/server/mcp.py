@@ -137,6 +137,8 @@ def arguments_model(spec: ToolSpec) -> type[ArgModelBase]:
     Each field keeps its type and rule and gains the description of the Memory method's
     parameter of the same name, so the schema reads like the library's signature.
     """
+    if spec.name not in INPUTS:
+        raise ConfigError(f"the MCP tool {spec.name!r} (mnemo.verbs) has no request model in server.mcp.INPUTS")
     body = INPUTS[spec.name]
     method = getattr(Memory, spec.method)
     docs = {**PARAM_HELP, **param_docs(method)}
