@@ -26,7 +26,9 @@ Books", the team for the user) are ever retired, and different identifiers never
    to almond milk" after "oat milk"). A more general slot contained in several stored ones
    ("email" with "personal email" and "work email" stored) is ambiguous and retires nothing.
 6. a change with a typed value ("their balance is down to 425 GBP", "the test moved to 3 May")
-   and no aligned slot supersedes the entity's one single-valued memory with a value of that type.
+   and no aligned slot supersedes the entity's one single-valued memory with a value of that type;
+   when nothing names the changed thing ("the release slipped to 19 July" after "the album comes
+   out on 7 June"), the value of that type whose sentence is clearly the nearest (`_nearest_of_kind`).
 7. cosine >= duplicate_threshold, same marks and no structural conflict -> duplicate.
 8. cosine in [arbitration_low, duplicate_threshold) with a memory of the same entity -> the judge
    (at most MAX_JUDGED, nearest first); a contradiction scoring >= supersede_threshold
@@ -259,9 +261,34 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
             j = typed[0]
             return [_act(r, "supersede", j, f"changed to {c.value} (the {value_kind(c)} of {c.subject})", base,
                          match="typed change")]
+        near = _nearest_of_kind(r)
+        if near is not None:
+            return [_act(r, "supersede", near, f"changed to {c.value}: the nearest {value_kind(c)} "
+                         f"({a[near].value})", base, match="nearest of its type")]
     if r.model is not None:
         return [_fitted(r, r.model, judge, base)]
     return [_similar(r, judge, base)]
+
+
+# A change said in other words ("the release slipped to 19 July" after "the album comes out on 7 June") names the
+# changed thing differently, so no subject or slot ties it to the old value. It moves the one value of its type
+# whose sentence is clearly the nearest: at least this close, and this far ahead of the next value of that type.
+NEAREST_FLOOR = 0.3
+NEAREST_MARGIN = 0.1
+
+
+def _nearest_of_kind(r: _Row) -> int | None:
+    """Return the memory a change-cued typed claim moves when nothing named it: the clearly nearest of its type."""
+    c, a = r.c, r.active
+    kind = value_kind(c)
+    js = [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and not match.negated(a[j])
+          and value_kind(a[j]) == kind and not same_value(c.value, a[j].value)]
+    if not js:
+        return None
+    js.sort(key=lambda j: -float(r.sims[j]))
+    top = float(r.sims[js[0]])
+    second = float(r.sims[js[1]]) if len(js) > 1 else 0.0
+    return js[0] if top >= NEAREST_FLOOR and top - second >= NEAREST_MARGIN else None
 
 
 # A memory of another subject is put to the fitted decision only when its sentence is this close and its value

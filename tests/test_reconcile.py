@@ -188,6 +188,23 @@ def test_judge_error_fails_closed():
     assert "fails closed" in action.reason and action.evidence["judge"][0]["error"] is True
 
 
+def test_a_change_in_other_words_moves_only_the_clearly_nearest_value_of_its_type():
+    """No subject or slot ties "the kickoff" to "the launch": the change moves the date whose sentence is clearly
+    the nearest, and nothing when two dates are about as near."""
+    state = apply([], plan(says("The product launch is on 2 March."), []), T0)
+    state = apply(state, plan(says("My dentist appointment is on 20 March."), state), T0)
+    launch, dentist = (next(m for m in state if word in m.text) for word in ("launch", "dentist"))
+    change = [c for c in says("The kickoff got pushed back to 14 March.") if c.value]
+    assert change and change[0].meta.get("change_cue")
+    order = [launch, dentist]
+    [action] = plan(change, order, sims=[[0.45, 0.2]])
+    assert (action.op, action.target_id, action.evidence["match"]) == ("supersede", launch.id, "nearest of its type")
+    [action] = plan(change, order, sims=[[0.45, 0.4]])
+    assert action.op == "add"
+    [action] = plan(change, order, sims=[[0.2, 0.1]])
+    assert action.op == "add"
+
+
 def test_offline_judge_is_the_default_and_uses_change_cues():
     cands, active, sims = _band_case()
     [action] = plan_writes(cands, active, np.array(sims), CFG)
