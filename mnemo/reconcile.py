@@ -43,12 +43,11 @@ Forget commands target exactly what they name (`mnemo.forget_requests`: by slot,
 guess); the judges are in `mnemo.judge`.
 
 `because` links: a candidate with a cause ("because the migration failed") is linked to the
-failure it names (see `_link_causes`).
+failure it names (see `causes.link_causes`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -56,8 +55,10 @@ from typing import Any
 import numpy as np
 
 from . import lexicon, match
+from .causes import CAUSE_OVERLAP, link_causes
 from .config import WriteConfig
 from .errors import InvalidInput
+from .extract.values import value_type
 from .forget_requests import forget_actions, names
 from .judge import NEVER_RETIRED, TYPED, Judge, offline_judge, value_kind
 from .model import Action, Candidate, MemoryRecord
@@ -65,11 +66,7 @@ from .normalise import content_tokens, marks, overlap, same_value
 from .updates import CLASSES, UpdateModel, pair_features, side, table_slots
 
 MAX_JUDGED = 3  # same-entity memories in the arbitration band shown to the judge, nearest first
-CAUSE_OVERLAP = 0.6  # share of the cause's words a failure must contain to be its cause
 
-# "because of that failure", "due to the outage": a cause that points back at a failure already said.
-_ANAPHORIC_CAUSE = re.compile(r"\b(?:that|this|the|those|these)\s+(?:\w+\s+)?(?:failure|outage|incident|crash|"
-                              r"problem|issue|error|bug|mess|breakage)\b", re.I)
 
 
 
@@ -282,13 +279,23 @@ def _nearest_of_kind(r: _Row) -> int | None:
     c, a = r.c, r.active
     kind = value_kind(c)
     js = [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and not match.negated(a[j])
-          and value_kind(a[j]) == kind and not same_value(c.value, a[j].value)]
+          and _kind_or_when(a[j]) == kind and not same_value(c.value, a[j].value)]
     if not js:
         return None
     js.sort(key=lambda j: -float(r.sims[j]))
     top = float(r.sims[js[0]])
     second = float(r.sims[js[1]]) if len(js) > 1 else 0.0
     return js[0] if top >= NEAREST_FLOOR and top - second >= NEAREST_MARGIN else None
+
+
+def _kind_or_when(m: MemoryRecord) -> str | None:
+    """Return a memory's value type, or its time's when the time is all it holds of one: "British Gas are coming
+    to service it on 23 January" has no value, and its date is what a later change moves."""
+    kind = value_kind(m)
+    if kind in (None, "none") and m.meta.get("when"):
+        when = value_type(str(m.meta["when"]))
+        return when if when in ("date", "time") else kind
+    return kind
 
 
 # A memory of another subject is put to the fitted decision only when its sentence is this close and its value
@@ -519,51 +526,6 @@ def _same_turn(candidates: list[Candidate]) -> dict[int, str]:
     return out
 
 
-def _link_causes(plan: list[Action], candidates: list[Candidate], active: list[MemoryRecord]) -> list[Action]:
-    """Return the plan with `because` links from caused changes to the failures that caused them."""
-    by_candidate = {int(a.evidence["candidate_index"]): a for a in plan if "candidate_index" in a.evidence}
-    out: list[Action] = []
-    for action in plan:
-        c = action.candidate
-        if c is None or not c.cause or action.op in ("ignore", "forget"):
-            out.append(action)
-            continue
-        i = int(action.evidence["candidate_index"])
-        link: dict[str, Any] = {"cause": c.cause}
-        because_id = None
-        same_turn = [(overlap(c.cause, f.value or f.text), k) for k, f in enumerate(candidates)
-                     if k != i and f.category == "failure" and f.command is None]
-        score, k = max(same_turn, default=(0.0, -1))
-        cause_action = by_candidate.get(k)
-        if score >= CAUSE_OVERLAP and cause_action is not None and cause_action.op != "ignore":
-            if cause_action.op in ("corroborate", "duplicate"):
-                because_id = cause_action.target_id
-            else:
-                link["because_candidate"] = k
-            link["overlap"] = round(score, 3)
-        else:
-            stored = [(overlap(c.cause, m.text), m.id) for m in active if m.category == "failure"]
-            score, mid = max(stored, default=(0.0, None))
-            if score >= CAUSE_OVERLAP:
-                because_id, link["overlap"] = mid, round(score, 3)
-            elif _ANAPHORIC_CAUSE.search(c.cause):
-                # "because of that failure": the newest failure said before it, in this turn or stored.
-                earlier = [k for k, f in enumerate(candidates[:i]) if f.category == "failure" and f.command is None
-                           and by_candidate.get(k) is not None and by_candidate[k].op != "ignore"]
-                failures = [m for m in active if m.category == "failure"]
-                if earlier:
-                    link["because_candidate"] = earlier[-1]
-                elif failures:
-                    newest = max(failures, key=lambda m: (m.created_at is not None, m.created_at or 0))
-                    because_id = newest.id
-                link["anaphoric"] = True
-        evidence = {**action.evidence, "because": link}
-        if "because_candidate" in link:
-            evidence["because_candidate"] = link["because_candidate"]
-        out.append(replace(action, evidence=evidence, because_id=because_id))
-    return out
-
-
 def _names(active: list[MemoryRecord]) -> dict[str, str]:
     """Return {named entity key: the entity it names}, from the stored name claims ("the mechanic's name is X")."""
     return {match.key(m.value) or "": match.key(m.subject) or "" for m in active
@@ -619,4 +581,4 @@ def plan_writes(candidates: list[Candidate], active: list[MemoryRecord], sims: n
     plan = [replace(a, op="add", target_id=None, reason=f"its match {a.target_id} is retired in the same plan",
                     evidence={**a.evidence, "retired_match": a.target_id})
             if a.op in ("corroborate", "duplicate") and a.target_id in taken else a for a in plan]
-    return _link_causes(plan, candidates, active)
+    return link_causes(plan, candidates, active)

@@ -205,6 +205,15 @@ def test_a_change_in_other_words_moves_only_the_clearly_nearest_value_of_its_typ
     assert action.op == "add"
 
 
+def test_a_change_moves_a_date_said_as_the_time_of_an_event():
+    """The old date is the time of an event, not a value ("is coming ... on 3 June"); a change moves it."""
+    state = apply([], plan(says("The plumber is coming to fix the sink on 3 June."), []), T0)
+    [visit] = state
+    assert visit.value is None and visit.meta.get("when")
+    [action] = plan(says("The visit was pushed back to 10 June."), state, sims=[[0.5]])
+    assert (action.op, action.target_id, action.evidence["match"]) == ("supersede", visit.id, "nearest of its type")
+
+
 def test_offline_judge_is_the_default_and_uses_change_cues():
     cands, active, sims = _band_case()
     [action] = plan_writes(cands, active, np.array(sims), CFG)
