@@ -107,6 +107,8 @@ CASES = [
     ("The lead time on PO-1001 is now 28 days.", 0, dict(subject="PO-1001", attribute="lead_time", value="28 days")),
     ("Correction: the lead time for IC-MC-44 is 28 days, not 21.", 0, dict(value="28 days", old="21")),
     ("Actually it's 84, not 48.", 0, dict(value="84", old="48")),
+    # No comma: a "not" between two complements of one verb contrasts them; before its complement it negates.
+    ("Sorry, the parking fine was £60 not £35.", 0, dict(value="60 GBP", old="35 GBP")),
     ("IC-MC-44's supplier changed from Acme to Bolt.", 0, dict(attribute="supplier", value="Bolt", old="Acme")),
     ("We changed the supplier for IC-MC-44 to Bolt.", 0, dict(subject="IC-MC-44", attribute="supplier",
                                                               value="Bolt")),

@@ -319,7 +319,8 @@ def _alternatives(c: Clause, clause: set[int]) -> None:
         nxt = own[k + 1] if k + 1 < len(own) else None
         but = next((x for x in own[k + 1:] if x.lower_ == "but"), None) if t.lower_ == "not" else None
         if t.lower_ in ("not", "n't") and (t.head.i != c.verb.i and t.head.dep_ not in ("aux", "auxpass")
-                                           or but is not None and k + 1 < len(own) and own[k + 1].i == t.i + 1):
+                                           or but is not None and k + 1 < len(own) and own[k + 1].i == t.i + 1
+                                           or _contrasts(t, c.verb)):
             if but is not None:
                 # "not 13 but 31": the old value sits between "not" and "but", the new one after "but".
                 c.old_value = [x for x in own[k + 1:] if x.i < but.i and not x.is_punct]
@@ -340,6 +341,18 @@ def _alternatives(c: Clause, clause: set[int]) -> None:
             c.old_value = _value_run(t, clause, stops | {"but"})
             c.alternative_at = own[k - 1].i
             return
+
+
+_COMPLEMENTS = frozenset({"attr", "dobj", "acomp", "oprd", "npadvmod"})
+
+
+def _contrasts(neg: Token, verb: Token) -> bool:
+    """Return True when a "not" of the verb stands between two of its complements of one function: "was £140 not
+    £95", "is happy not sad". A predicate's own negation comes before its complement ("was not £95")."""
+    if neg.head.i != verb.i:
+        return False
+    before = {x.dep_ for x in verb.children if x.i < neg.i and x.dep_ in _COMPLEMENTS}
+    return any(x.i > neg.i and x.dep_ in before for x in verb.children)
 
 
 def _plain_value(c: Clause, clause: set[int]) -> None:
