@@ -115,12 +115,13 @@ def test_statements_that_agree_are_left_in_their_order():
 
 
 def test_recall_puts_the_count_said_last_first_in_an_unreconciled_chat():
-    # Two turns of one afternoon state the count in different words: the claims land under different
-    # keys (user/grow, greenhouse/hold), so both stay active. The older one matches the question's words
-    # better and, said the same day, is as recent: only the question can tell they answer one thing.
+    # Two turns of one afternoon state the count in different words and with no word of change: the claims
+    # land under different keys (user/grow, greenhouse/hold), so both stay active ("now holds 14" would move
+    # the 9: tests/test_reconcile.py). The older one matches the question's words better and, said the same
+    # day, is as recent: only the question can tell they answer one thing.
     with Memory.open(":memory:", embedder="hash", clock=SimulatedClock(T0)) as mem:
         mem.remember("I grow 9 tomato plants in my greenhouse.", user="u", at=T0)
-        mem.remember("After the second sowing and a wet week, the greenhouse now holds 14 tomato plants beside "
+        mem.remember("After the second sowing and a wet week, the greenhouse holds 14 tomato plants beside "
                      "the basil and chillies.", user="u", at=T0 + timedelta(hours=2))
         mem.clock.advance(timedelta(days=1))
         r = mem.recall("How many tomato plants are in my greenhouse?", user="u", budget_tokens=400)

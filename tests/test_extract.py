@@ -276,6 +276,16 @@ def test_multi_sentence_turn_splits():
     assert [(c.attribute, c.value) for c in found] == [("city", "Lisbon"), ("employer", "Acme"), ("has", "dog")]
 
 
+def test_a_clause_of_result_is_a_statement_of_its_own():
+    """"A so B" asserts B: its claim stands beside A's, and A's text ends where "so" begins; "so that" is purpose."""
+    said = extract_offline("We moved the bikes to the shed so the hallway isn't blocked any more.", now=NOW)
+    first, result = said
+    assert first.text == "We moved the bikes to the shed." and first.value and "hallway" not in first.value
+    assert result.subject == "hallway" and result.meta.get("negated")
+    purpose = extract_offline("I left early so that I could catch the train.", now=NOW)
+    assert len(purpose) == 1
+
+
 def test_sentences_keep_abbreviations():
     assert sentences("I'm a nurse at St. Mary's. I live in Lisbon.") == ["I'm a nurse at St. Mary's.",
                                                                           "I live in Lisbon."]

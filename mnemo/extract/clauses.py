@@ -89,6 +89,12 @@ def _is_clause_head(tok: Token) -> bool:
     return tok.pos_ in ("VERB", "AUX") or _subject_of(tok) is not None
 
 
+def _result(tok: Token) -> bool:
+    """Return True for a clause introduced by "so" of result (not "so that" of purpose)."""
+    so = next((k for k in tok.children if k.lower_ == "so" and k.dep_ in ("advmod", "mark") and k.i < tok.i), None)
+    return so is not None and not (so.i + 1 < len(so.doc) and so.doc[so.i + 1].lower_ == "that")
+
+
 def truth_frame(sent: Any) -> tuple[Token, bool] | None:
     """Return (the embedded clause, whether it is denied) for "it is (not) true / false that S", else None."""
     root = sent.root
@@ -128,6 +134,9 @@ def heads(sent: Any, root: Token | None = None) -> list[tuple[Token, Token | Non
                 visit(c, None)
             elif c.dep_ == "ccomp" and c.i < tok.i and _subject_of(c) is not None:
                 # "X goes to Y — Z assigned it": a clause before its head is a statement of its own.
+                visit(c, None)
+            elif c.dep_ == "advcl" and _subject_of(c) is not None and _result(c):
+                # "We put in a key safe, so the key's not in the rock any more": a clause of result asserts.
                 visit(c, None)
         for t in subtree(tok):
             if t.dep_ == "relcl" and t.head.pos_ in ("NOUN", "PROPN"):
@@ -233,6 +242,10 @@ def analyse(head: Token, inherited: Token | None, sent: Any, skip_heads: set[int
         cause_head = next((c for c in verb.children if c.dep_ == "prep" and c.lower_ in ("because", "due")), None)
     own = [t for t in subtree(head, skip) if (t.dep_ != "cc" or t.head.i != head.i)
            and not (t.dep_ == "mark" and t.head.i == head.i and t.lower_ in ("because", "since", "as", "that"))]
+    result = next((k for k in head.children if k.i in skip and k.dep_ == "advcl" and _result(k)), None)
+    if result is not None:
+        # "A so B": what follows "so" is B's, whatever the parse attached to A ("... so the key's not there any more").
+        own = [t for t in own if t.i < min(x.i for x in subtree(result))]
     while own and (own[-1].is_punct or own[-1].dep_ == "cc"):
         own.pop()
     clause_ids = {t.i for t in own}
