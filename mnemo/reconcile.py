@@ -279,7 +279,7 @@ def _nearest_of_kind(r: _Row) -> int | None:
     c, a = r.c, r.active
     kind = value_kind(c)
     js = [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and not match.negated(a[j])
-          and _kind_or_when(a[j]) == kind and not same_value(c.value, a[j].value)]
+          and kind in _kinds(a[j]) and not same_value(c.value, a[j].value)]
     if not js:
         return None
     js.sort(key=lambda j: -float(r.sims[j]))
@@ -288,14 +288,14 @@ def _nearest_of_kind(r: _Row) -> int | None:
     return js[0] if top >= NEAREST_FLOOR and top - second >= NEAREST_MARGIN else None
 
 
-def _kind_or_when(m: MemoryRecord) -> str | None:
-    """Return a memory's value type, or its time's when the time is all it holds of one: "British Gas are coming
-    to service it on 23 January" has no value, and its date is what a later change moves."""
-    kind = value_kind(m)
-    if kind in (None, "none") and m.meta.get("when"):
+def _kinds(m: MemoryRecord) -> set[str | None]:
+    """Return the value types a memory holds: its value's, and its time's ("British Gas are coming to service it on
+    23 January", "booked Rosalind's for dinner at 7:30"), which is what a later change of date or time moves."""
+    kinds = {value_kind(m)}
+    if m.meta.get("when"):
         when = value_type(str(m.meta["when"]))
-        return when if when in ("date", "time") else kind
-    return kind
+        kinds |= {when} if when in ("date", "time") else set()
+    return kinds
 
 
 # A memory of another subject is put to the fitted decision only when its sentence is this close and its value

@@ -212,6 +212,12 @@ def test_a_change_moves_a_date_said_as_the_time_of_an_event():
     assert visit.value is None and visit.meta.get("when")
     [action] = plan(says("The visit was pushed back to 10 June."), state, sims=[[0.5]])
     assert (action.op, action.target_id, action.evidence["match"]) == ("supersede", visit.id, "nearest of its type")
+    # The time of a booking whose value is the place booked: a change of time moves it too.
+    state = apply([], plan(says("I booked the Lantern for dinner at 7:30."), []), T0)
+    [booking] = state
+    assert booking.value and booking.meta.get("when")
+    [action] = plan(says("The Lantern rang, they've moved us to 8:15."), state, sims=[[0.55]])
+    assert (action.op, action.target_id) == ("supersede", booking.id)
 
 
 def test_offline_judge_is_the_default_and_uses_change_cues():
