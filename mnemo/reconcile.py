@@ -58,7 +58,7 @@ from . import lexicon, match
 from .causes import CAUSE_OVERLAP, link_causes
 from .config import WriteConfig
 from .errors import InvalidInput
-from .extract.values import value_type
+from .extract.values import concrete, value_type
 from .forget_requests import forget_actions, names
 from .judge import NEVER_RETIRED, TYPED, Judge, offline_judge, value_kind
 from .model import Action, Candidate, MemoryRecord
@@ -278,6 +278,9 @@ def _nearest_of_kind(r: _Row) -> int | None:
     """Return the memory a change-cued typed claim moves when nothing named it: the clearly nearest of its type."""
     c, a = r.c, r.active
     kind = value_kind(c)
+    if not concrete(c.meta.get("raw_date") or c.value) or kind == "date" and not c.meta.get("raw_date"):
+        # A value that no calendar or count reads ("part of my daily routine", "these days") names nothing to move to.
+        return None
     js = [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and not match.negated(a[j])
           and kind in _kinds(a[j]) and not same_value(c.value, a[j].value)]
     if not js:
@@ -289,12 +292,14 @@ def _nearest_of_kind(r: _Row) -> int | None:
 
 
 def _kinds(m: MemoryRecord) -> set[str | None]:
-    """Return the value types a memory holds: its value's, and its time's ("British Gas are coming to service it on
-    23 January", "booked Rosalind's for dinner at 7:30"), which is what a later change of date or time moves."""
-    kinds = {value_kind(m)}
-    if m.meta.get("when"):
-        when = value_type(str(m.meta["when"]))
-        kinds |= {when} if when in ("date", "time") else set()
+    """Return the types of the concrete values a memory holds: its value's, the numbers it says, and its time's
+    ("British Gas are coming to service it on 23 January", "booked Rosalind's for dinner at 7:30"), which is what
+    a later change moves. A vague one ("ask your name yesterday", "a weekend trip") holds nothing to move."""
+    held = [m.value, *(k for k in m.meta.get("marks") or () if any(ch.isdigit() for ch in k))]
+    kinds = {value_kind(m) if v == m.value else value_type(str(v)) for v in held if concrete(v)}
+    when = str(m.meta.get("when") or "")
+    if concrete(when) and value_type(when) in ("date", "time"):
+        kinds.add(value_type(when))
     return kinds
 
 

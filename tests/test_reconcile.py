@@ -220,6 +220,20 @@ def test_a_change_moves_a_date_said_as_the_time_of_an_event():
     assert (action.op, action.target_id) == ("supersede", booking.id)
 
 
+def test_a_change_moves_a_number_the_memory_says_and_never_to_a_vague_value():
+    """The dose is said inside another claim ("put me on ramipril 5mg"): a change of number moves it. A value no
+    calendar or count reads ("part of my routine now", "these days") moves nothing, however near."""
+    state = apply([], plan(says("The GP put me on ramipril 5mg for my blood pressure."), []), T0)
+    [dose] = state
+    assert "5mg" in dose.meta.get("marks", [])
+    [action] = plan([c for c in says("I'm on 10mg now.") if c.value], state, sims=[[0.45]])
+    assert (action.op, action.target_id) == ("supersede", dose.id)
+    launch = apply([], plan(says("The product launch is on 2 March."), []), T0)
+    for vague in ("Yoga is part of my daily routine now.", "I appreciate the little things these days."):
+        for c in says(vague):
+            assert all(a.op != "supersede" for a in plan([c], launch, sims=[[0.6]])), (vague, c)
+
+
 def test_offline_judge_is_the_default_and_uses_change_cues():
     cands, active, sims = _band_case()
     [action] = plan_writes(cands, active, np.array(sims), CFG)

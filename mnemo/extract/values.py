@@ -39,6 +39,12 @@ _ORDINAL_DAY = re.compile(r"(?:the\s+)?(?:[1-9]|[12]\d|3[01])(?:st|nd|rd|th)", r
 _AGE = re.compile(r"\b\d{1,3}\s*(?:years?|yrs?)(?:\s+|-)old\b", re.I)
 
 
+def concrete(text: str | None) -> bool:
+    """Return True when a value names a point a calendar, a clock or a count reads: a digit, a month or a weekday
+    ("19 July", "8:15", "Friday", "£32"), not "these days", "daily" or "one of my favourites"."""
+    return bool(text) and bool(_NUMBER.search(text) or _MONTH_OR_DAY.search(re.sub(r"\bweekends?\b", "", text)))
+
+
 def value_type(span: Any) -> str:
     """Return the type of a value span (a spaCy Span, or a string when no parse is at hand)."""
     text = span if isinstance(span, str) else span.text
