@@ -48,6 +48,7 @@ failure it names (see `causes.link_causes`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -291,11 +292,14 @@ def _nearest_of_kind(r: _Row) -> int | None:
     return js[0] if top >= NEAREST_FLOOR and top - second >= NEAREST_MARGIN else None
 
 
+_WITH_DIGITS = re.compile(r"\S*\d\S*")  # the words of a sentence that say a number: "€2,400", "15:10", "5mg"
+
+
 def _kinds(m: MemoryRecord) -> set[str | None]:
     """Return the types of the concrete values a memory holds: its value's, the numbers it says, and its time's
     ("British Gas are coming to service it on 23 January", "booked Rosalind's for dinner at 7:30"), which is what
     a later change moves. A vague one ("ask your name yesterday", "a weekend trip") holds nothing to move."""
-    held = [m.value, *(k for k in m.meta.get("marks") or () if any(ch.isdigit() for ch in k))]
+    held = [m.value, *(w.strip(".,;:!?()\"'") for w in _WITH_DIGITS.findall(m.text))]
     kinds = {value_kind(m) if v == m.value else value_type(str(v)) for v in held if concrete(v)}
     when = str(m.meta.get("when") or "")
     if concrete(when) and value_type(when) in ("date", "time"):

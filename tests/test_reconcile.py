@@ -228,6 +228,11 @@ def test_a_change_moves_a_number_the_memory_says_and_never_to_a_vague_value():
     assert "5mg" in dose.meta.get("marks", [])
     [action] = plan([c for c in says("I'm on 10mg now.") if c.value], state, sims=[[0.45]])
     assert (action.op, action.target_id) == ("supersede", dose.id)
+    # An amount said with a thousands separator is one amount of money ("€2,400"), not two numbers.
+    trip = apply([], plan(says("Finally booking a holiday in Crete in late June, budget €2,400 for the four of us."),
+                          []), T0)
+    raise_ = [c for c in says("We've bumped the budget to €3,100.") if c.value]
+    assert [a.op for a in plan(raise_, trip, sims=[[0.45] * len(trip)])][-1:] == ["supersede"]
     launch = apply([], plan(says("The product launch is on 2 March."), []), T0)
     for vague in ("Yoga is part of my daily routine now.", "I appreciate the little things these days."):
         for c in says(vague):
