@@ -103,6 +103,22 @@ def test_recall_is_unsure_when_only_someone_else_did_what_is_asked():
         mem.close()
 
 
+def test_a_pack_with_no_value_of_the_type_asked_does_not_answer_it():
+    """"How much was the camp?" over the camp's dates, "how old is Rory?" over his pocket money: unknown, the
+    memories still shown; with the amount or the age said, not unknown."""
+    assert evidence.holds_the_type(ask("How much did the camp cost?"), ["Camp is 12-16 August."]) is False
+    assert evidence.holds_the_type(ask("How much did the camp cost?"), ["Camp was £95 for the week."])
+    assert evidence.holds_the_type(ask("How old is Rory?"), ["Rory gets £3.50 a week."]) is False
+    assert evidence.holds_the_type(ask("How old is Rory?"), ["Rory turned nine in May."])
+    assert evidence.holds_the_type(ask("Where does Rory go to school?"), ["Rory gets £3.50."]) is None
+    with mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(NOW)) as mem:
+        mem.remember("Matteo's doing football camp at Kingsmead from 29 July to 2 August.", user="u", at=NOW)
+        silent = mem.recall("How much did Matteo's football camp cost?", user="u")
+        assert silent.confidence == "unknown" and silent.memories, silent.provenance["confidence_why"]
+        mem.remember("Matteo's football camp cost £120.", user="u", at=NOW)
+        assert mem.recall("How much did Matteo's football camp cost?", user="u").confidence != "unknown"
+
+
 def rows(n_groups: int = 4) -> list[dict]:
     out = []
     for g in range(n_groups):

@@ -196,7 +196,8 @@ def judge(store: Store, embedder: Embedder, ranked: Ranked, packed: list[Packed]
 
     The claim rules of `recall.evidence.verdict` decide; a fitted answerability model
     (`recall.judge`) overturns their "unknown" at P(answerable) >= `cfg.rescue_at` (a pack the
-    words miss but the model reads as answered), or decides alone when `rescue_at` is None.
+    words miss but the model reads as answered), or decides alone when `rescue_at` is None. A
+    "vague" pack with no value of the type the question wants (`evidence.holds_the_type`) is "unknown".
     """
     q, fused, fits = ranked.q, ranked.fused, ranked.fits
     top = evidence.top_evidence(q, [(fits.get(p.id, "other"), evidence_of(fused[p.id])) for p in packed
@@ -209,15 +210,19 @@ def judge(store: Store, embedder: Embedder, ranked: Ranked, packed: list[Packed]
         return "unknown", "no stored memory is a candidate for the question", None, x, missing
     pack_fits = [fits.get(p.id, "other") for p in packed if p.id in fused]
     verdict, why = evidence.verdict(q, pack_fits, top, missing, cfg.certain_at, cfg.vague_at)
-    if answerable is None:
-        return verdict, why, None, x, missing
-    p = answerable.probability(x)
-    if cfg.rescue_at is None:
+    p = answerable.probability(x) if answerable is not None else None
+    if p is not None and cfg.rescue_at is None:
+        verdict = answerable.verdict(p)
         why = f"P(answerable) {p:.2f} (certain at {answerable.certain_at:.2f}, vague at {answerable.vague_at:.2f})"
-        return answerable.verdict(p), why, p, x, missing
-    if verdict == "unknown" and p >= cfg.rescue_at:
-        return "vague", f"{why}; but P(answerable) {p:.2f} >= {cfg.rescue_at:.2f}", p, x, missing
-    return verdict, f"{why}; P(answerable) {p:.2f}", p, x, missing
+    elif p is not None and verdict == "unknown" and p >= cfg.rescue_at:
+        verdict, why = "vague", f"{why}; but P(answerable) {p:.2f} >= {cfg.rescue_at:.2f}"
+    elif p is not None:
+        why = f"{why}; P(answerable) {p:.2f}"
+    if verdict == "vague" and evidence.holds_the_type(q, [m.memory.text for m in packed]) is False:
+        # Hedging needs something to hedge: a pack with no value of the type asked ("how much" over dates) does
+        # not answer the question, whatever rule or model found it near.
+        verdict, why = "unknown", f"no packed memory says a {q.wants}: {why}"
+    return verdict, why, p, x, missing
 
 
 def recall(store: Store, embedder: Embedder, query: str, *, user: str, budget_tokens: int | None, cfg: RecallConfig,

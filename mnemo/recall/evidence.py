@@ -53,6 +53,8 @@ _COMPATIBLE = {"date": {"date", "time"}, "place": {"place", "name", "org"}, "nam
 _WORD = re.compile(r"[\w@.+-]+")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[,.]\d+)*")
 _DIGIT = re.compile(r"\d")
+_NUMBER_WORD = re.compile(r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+                          r"fifty|hundred|dozen|a couple)\b", re.I)
 # A number said as an amount of money: a currency sign or word beside it ("£3.50", "300 euros", "53p").
 _MONEY = re.compile(rf"(?:[€$£¥]\s*(?:{_NUMBER.pattern})|(?:{_NUMBER.pattern})(?:p\b|\s*(?:{CURRENCY_WORDS})\b))", re.I)
 # A date said with its month's name ("November 25", "25 November 2024", "May 13th"), or a year alone.
@@ -384,6 +386,25 @@ def verdict(q, fits: Sequence[str], top_evidence: float, missing: Sequence[str],
     if top_evidence >= vague_at or about_asked(q, fits):
         return "vague", f"evidence {top_evidence:.2f}" + (" about the entity asked" if "entity" in fits else "")
     return "unknown", f"evidence {top_evidence:.2f} < vague_at {vague_at}"
+
+
+_DIGIT = re.compile(r"\d")
+_NUMBER_WORD = re.compile(r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+                          r"fifty|hundred|dozen|a couple)\b", re.I)
+
+
+def holds_the_type(q, texts: Sequence[str]) -> bool | None:
+    """Return whether some text says a value of the type the question wants (an amount of money for "how much
+    does it cost", a number other than money for "how old" / "how many"), or None when it wants no such type.
+
+    A pack about the thing asked with no value of that type ("How much was the camp?" over its dates) does not
+    answer it: hedging "vague" there answers a question the record is silent on.
+    """
+    if q.wants == "money":
+        return any(_MONEY.search(t) for t in texts)
+    if q.wants == "number":
+        return any(_DIGIT.search(_MONEY.sub(" ", t)) or _NUMBER_WORD.search(t) for t in texts)
+    return None
 
 
 def about_asked(q, fits: Sequence[str]) -> bool:
