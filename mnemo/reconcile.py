@@ -69,8 +69,6 @@ from .updates import CLASSES, UpdateModel, pair_features, side, table_slots
 MAX_JUDGED = 3  # same-entity memories in the arbitration band shown to the judge, nearest first
 
 
-
-
 @dataclass
 class _Row:
     """What plan_writes knows about one candidate against the active memories."""
@@ -302,9 +300,8 @@ def _kinds(m: MemoryRecord) -> set[str | None]:
     held = [m.value, *(w.strip(".,;:!?()\"'") for w in _WITH_DIGITS.findall(m.text))]
     kinds = {value_kind(m) if v == m.value else value_type(str(v)) for v in held if concrete(v)}
     when = str(m.meta.get("when") or "")
-    if concrete(when) and value_type(when) in ("date", "time"):
-        kinds.add(value_type(when))
-    return kinds
+    when_kind = value_type(when) if concrete(when) else None
+    return kinds | ({when_kind} if when_kind in ("date", "time") else set())
 
 
 # A memory of another subject is put to the fitted decision only when its sentence is this close and its value

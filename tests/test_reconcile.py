@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mnemo.config import WriteConfig
 from mnemo.errors import InvalidInput, LLMResponseError, LLMUnavailable
 from mnemo.extract import extract_offline
-from mnemo.judge import OFFLINE_JUDGE, model_judge, offline_judge
+from mnemo.judge import OFFLINE_JUDGE, model_judge, offline_judge, value_kind
 from mnemo.model import OPS, Action, Candidate, MemoryRecord
 from mnemo.reconcile import plan_writes
 
@@ -234,9 +234,15 @@ def test_a_change_moves_a_number_the_memory_says_and_never_to_a_vague_value():
     raise_ = [c for c in says("We've bumped the budget to €3,100.") if c.value]
     assert [a.op for a in plan(raise_, trip, sims=[[0.45] * len(trip)])][-1:] == ["supersede"]
     launch = apply([], plan(says("The product launch is on 2 March."), []), T0)
-    for vague in ("Yoga is part of my daily routine now.", "I appreciate the little things these days."):
-        for c in says(vague):
-            assert all(a.op != "supersede" for a in plan([c], launch, sims=[[0.6]])), (vague, c)
+    for vague in ("Yoga is part of my daily routine now.", "I now run most weekends.", "I go to the gym weekly now."):
+        [c] = says(vague)
+        assert c.meta.get("change_cue") and value_kind(c) == "date", c  # a change, typed as a date the parse read
+        assert all(a.op != "supersede" for a in plan([c], launch, sims=[[0.6]])), vague
+    # Typed a number by an ordinal, with no count in it: nothing to move the stored number to.
+    room = apply([], plan(says("The meeting room is on floor 3."), []), T0)
+    [c] = says("We switched to the first option.")
+    assert c.meta.get("change_cue") and value_kind(c) == "number", c
+    assert all(a.op != "supersede" for a in plan([c], room, sims=[[0.6]]))
 
 
 def test_offline_judge_is_the_default_and_uses_change_cues():

@@ -330,15 +330,19 @@ def _stated(q, text: str) -> frozenset[str]:
         return frozenset()
     dated = q.wants in (None, "date")
     text = text if dated else _DATE.sub(" ", text)
-    # An amount of money answers "how much does it cost", not "how old" or "how many"; a bare number the reverse.
-    if q.wants == "money":
-        text = " ".join(m.group() for m in _MONEY.finditer(text))
-    elif q.wants is not None:
-        text = _MONEY.sub(" ", text)
+    text = _as_asked(q, text)
     values = {n.replace(",", "") for n in _NUMBER.findall(text)}
     if dated:
         values |= {w for w in _words(text) if w in MONTHS}
     return frozenset(values - {n.replace(",", "") for n in _NUMBER.findall(q.text)})
+
+
+def _as_asked(q, text: str) -> str:
+    """Return the part of `text` the question's type reads: an amount of money answers "how much does it cost",
+    not "how old" or "how many"; a bare number the reverse."""
+    if q.wants == "money":
+        return " ".join(m.group() for m in _MONEY.finditer(text))
+    return _MONEY.sub(" ", text) if q.wants is not None else text
 
 
 def missing_names(q, packed: Sequence[MemoryRecord], names: Mapping[str, str], self_names: Sequence[str]) -> list[str]:
@@ -388,11 +392,6 @@ def verdict(q, fits: Sequence[str], top_evidence: float, missing: Sequence[str],
     return "unknown", f"evidence {top_evidence:.2f} < vague_at {vague_at}"
 
 
-_DIGIT = re.compile(r"\d")
-_NUMBER_WORD = re.compile(r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
-                          r"fifty|hundred|dozen|a couple)\b", re.I)
-
-
 def holds_the_type(q, texts: Sequence[str]) -> bool | None:
     """Return whether some text says a value of the type the question wants (an amount of money for "how much
     does it cost", a number other than money for "how old" / "how many"), or None when it wants no such type.
@@ -400,11 +399,10 @@ def holds_the_type(q, texts: Sequence[str]) -> bool | None:
     A pack about the thing asked with no value of that type ("How much was the camp?" over its dates) does not
     answer it: hedging "vague" there answers a question the record is silent on.
     """
-    if q.wants == "money":
-        return any(_MONEY.search(t) for t in texts)
-    if q.wants == "number":
-        return any(_DIGIT.search(_MONEY.sub(" ", t)) or _NUMBER_WORD.search(t) for t in texts)
-    return None
+    if q.wants not in ("money", "number"):
+        return None
+    kept = [_as_asked(q, t) for t in texts]
+    return any(_DIGIT.search(k) or q.wants == "number" and _NUMBER_WORD.search(k) for k in kept)
 
 
 def about_asked(q, fits: Sequence[str]) -> bool:
