@@ -38,12 +38,21 @@ def new_id(prefix: str = "m") -> str:
 # What a memory was said with: the sentences around it in its turn (extract.said.said_with), kept in its meta,
 # searched beside its words by both retrievers and never shown (store.rows.searched_text, write.searched_vectors).
 CONTEXT_KEY = "context"
+# The words of what a memory corrected, its values left out (`write.corrected_words`): part of its context, and
+# what recall reads it as mentioning and covering beside its own words (`topic_of`).
+CORRECTS_KEY = "corrects"
 
 
 def context_of(text: str, meta: dict[str, Any] | None) -> str | None:
     """Return what a memory or candidate with `text` was said with, when its meta holds words other than its own."""
     context = (meta or {}).get(CONTEXT_KEY)
     return context if isinstance(context, str) and context and context != text else None
+
+
+def topic_of(text: str, meta: dict[str, Any] | None) -> str:
+    """Return the words a memory is read as saying: its text, and the words of what it corrected."""
+    corrects = (meta or {}).get(CORRECTS_KEY)
+    return f"{text} {corrects}" if isinstance(corrects, str) and corrects else text
 
 
 KINDS = ("semantic", "procedural", "episodic")

@@ -21,6 +21,8 @@ from .embed import PhraseVectors
 from .errors import InvalidInput
 from .extract import AHEAD, extract, parse_later, parsed_texts, read_ahead, start_parse_worker
 from .model import (
+    CONTEXT_KEY,
+    CORRECTS_KEY,
     Action,
     Candidate,
     Event,
@@ -33,6 +35,7 @@ from .model import (
     WriteReport,
     context_of,
 )
+from .extract.values import concrete
 from .reconcile import plan_writes
 from .store import Store, new_id
 from .store.cache import order_key
@@ -104,6 +107,50 @@ def searched_vectors(embedder: Embedder, candidates: Sequence[Candidate], vecs: 
         if x:
             mixed = out[k] + CONTEXT_WEIGHT * np.asarray(of[x], np.float32)
             out[k] = mixed / (np.linalg.norm(mixed) or 1.0)
+    return out
+
+
+CORRECTS_CHARS = 400  # a chain of corrections keeps the newest words up to this length
+
+
+def corrected_words(old: MemoryRecord) -> str:
+    """Return what memory `old` was about, as its words, for the memory that corrects it: its text and what it
+    corrected in turn, without the values it held ("booked Rosalind's for dinner at 7:30" -> "booked Rosalind's
+    for dinner at"). A correction is said against what is known ("they've moved us to 8:15"): its topic is the
+    memory it replaces, and the figures that memory held are no longer true (`values.concrete`, its own value)."""
+    gone = {w.casefold() for w in (old.value or "").split()}
+    said = (w.strip(".,;:!?\"()") for w in f"{old.text} {old.meta.get(CORRECTS_KEY) or ''}".split())
+    words = [w for w in said if w and not concrete(w) and w.casefold() not in gone]
+    text = " ".join(words)
+    return text if len(text) <= CORRECTS_CHARS else text[:CORRECTS_CHARS].rsplit(" ", 1)[0]
+
+
+def inherit(store: Store, embedder: Embedder, actions: Sequence[Action], candidates: Sequence[Candidate],
+            stored: np.ndarray) -> np.ndarray:
+    """Give each candidate that supersedes memories their words (`corrected_words`) and return the stored vectors.
+
+    The words join the candidate's context (`model.context_of`), which both retrievers search beside its own
+    words and never show, and `meta["corrects"]`, which recall reads as what the memory mentions and covers:
+    "What time is the anniversary dinner?" finds and is answered by "they've moved us to 8:15". Only
+    superseding candidates change (one read of their targets and one embedding call a turn, when any).
+    """
+    targets: dict[int, list[str]] = {}
+    for a in actions:
+        if a.op == "supersede" and a.candidate is not None and a.target_id:
+            targets.setdefault(id(a.candidate), []).append(a.target_id)
+    if not targets:
+        return stored
+    found = store.get_many([t for ts in targets.values() for t in ts])
+    out = np.array(stored, dtype=np.float32, copy=True)
+    for k, c in enumerate(candidates):
+        words = " ".join(corrected_words(found[t]) for t in targets.get(id(c), ()) if t in found).strip()
+        if not words:
+            continue
+        context = " ".join(x for x in (context_of(c.text, c.meta), words) if x)
+        c.meta.update({CORRECTS_KEY: words, CONTEXT_KEY: context})
+        own, around = np.asarray(embedder.embed([c.text, context]), np.float32)
+        mixed = own + CONTEXT_WEIGHT * around
+        out[k] = mixed / (np.linalg.norm(mixed) or 1.0)
     return out
 
 
@@ -237,6 +284,7 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
                 at += len(candidates)
                 actions = plan(store, turn.user, candidates, mine, cfg, judge, embedder,
                                reads.active_for if reads else None, model)
+                stored = inherit(store, embedder, actions, candidates, stored)
                 report = apply_plan(store, actions, candidates, stored, turn=turn, cfg=cfg, held=held)
                 if reads is not None:
                     reads.written([*report.added, *(s.new for s in report.superseded)])

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import DecayConfig, RecallConfig
 from ..errors import InvalidInput
 from ..extract.questions import describe
-from ..model import Packed, Recall, Scored, TraceEntry
+from ..model import Packed, Recall, Scored, TraceEntry, topic_of
 from . import evidence
 from . import judge as judge_stage
 from . import rerank as rerank_stage
@@ -177,7 +177,7 @@ def rank(store: Store, embedder: Embedder, query: str, *, user: str, cfg: Recall
     for m in candidates + pins:
         fits[m.id] = evidence.fit(q, m, aliases)
         if m.id in fused:
-            fused[m.id]["coverage"] = coverage(query, m.text, names, m.attribute)
+            fused[m.id]["coverage"] = coverage(query, topic_of(m.text, m.meta), names, m.attribute)
             fused[m.id]["claim"] = evidence.FIT_SCORE[fits[m.id]]
     everyone = list({m.id: m for m in candidates + pins}.values())
     counts = dict(zip([m.id for m in everyone], count_many([m.text for m in everyone]), strict=True))

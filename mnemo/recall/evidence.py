@@ -41,7 +41,7 @@ from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 
 from .. import lexicon, match
-from ..model import MemoryRecord
+from ..model import MemoryRecord, topic_of
 from ..normalise import CURRENCY_WORDS, MONTHS, content_tokens
 
 FITS = ("answers", "entity", "other", "conflict")
@@ -90,8 +90,8 @@ def mentions(m: MemoryRecord) -> set[str]:
     """
     speaker = m.meta.get("speaker") if m.meta else None
     if not speaker:
-        return _words(m.text)
-    text = m.text.removeprefix(f"{speaker}:")
+        return _words(topic_of(m.text, m.meta))
+    text = topic_of(m.text.removeprefix(f"{speaker}:"), m.meta)
     said = _words(text)
     out = set(said)
     if said & _FIRST or not said & _SECOND:
