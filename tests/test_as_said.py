@@ -345,3 +345,29 @@ def test_an_exclamation_with_a_question_word_is_not_read_as_a_question():
     for said in ("What a lovely garden you have.", "How lucky we are with this weather.", "What I need is a holiday."):
         assert not is_question(parse([said])[0]), said
     assert is_question(parse(["Has the plumber confirmed Thursday"])[0])
+
+
+@pytest.mark.parametrize("turn", [
+    "I need a place to store my bikes.",
+    "what is the best time to plant garlic in the allotment",
+    "What's the cheapest way to actually heat the greenhouse in winter?",
+])
+def test_an_infinitive_is_never_a_memory_of_its_own(mem, turn):
+    """ "to keep the mowers in" has no subject and no finite verb: it is no sentence, so it is kept inside the
+    sentence that says it, never as "To keep the mowers in." or with its words moved around."""
+    for m in _said(mem, turn):
+        assert not m.text.lower().startswith("to "), m.text
+        head = [w for w in m.text.lower().rstrip(".?").split() if w not in ("the", "user", "user's", "needs", "is")]
+        said = turn.lower().rstrip(".?").split()
+        it = iter(said)
+        assert all(w in it for w in head if w in said), (m.text, turn)  # the words keep their order
+
+
+@pytest.mark.parametrize("turn, rendered", [
+    ("I'll have to walk the dog myself on Fridays.", "the user will have to walk the dog themselves on fridays"),
+    ("I wanna learn the cello before I turn fifty.", "the user wants to learn the cello"),
+])
+def test_the_first_person_is_rendered_as_english(mem, turn, rendered):
+    """A reflexive takes its subject's place as "themselves"; "wanna" agrees as "wants to", not "wannas"."""
+    texts = " ".join(m.text.lower() for m in _said(mem, turn))
+    assert rendered in texts and "wannas" not in texts and "the user the user" not in texts, texts

@@ -19,7 +19,7 @@ Token = Any
 _FIRST = ("i", "me", "my", "mine", "myself")
 _AGREE = {"am": "is", "'m": "is", "are": "is", "'re": "is", "have": "has", "'ve": "has", "do": "does",
           "were": "was", "was": "was", "'d": "would", "'ll": "will"}
-_IRREGULAR = {"go": "goes", "be": "is"}
+_IRREGULAR = {"go": "goes", "be": "is", "wanna": "wants to"}
 LEADING_FILLER = frozenset("please pls oh ah well so hey hi hello ok okay yes yeah also and but anyway btw".split())
 
 
@@ -64,8 +64,10 @@ def stage_direction(tokens: Sequence[Token]) -> bool:
 
 
 def _first(low: str, me: str) -> str:
-    """Return what a first-person singular pronoun becomes when `me` said it."""
-    return f"{me}'s" if low in ("my", "mine") else me
+    """Return what a first-person singular pronoun becomes when `me` said it ("myself": themselves, as a
+    reflexive takes its own subject's place: "I'll cover the other days myself" -> "the user will cover the
+    other days themselves")."""
+    return f"{me}'s" if low in ("my", "mine") else "themselves" if low == "myself" else me
 
 
 def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *, third: bool = True,

@@ -58,8 +58,18 @@ def content_words(tokens: Sequence[Any], named: frozenset[int] = frozenset()) ->
 
 def sentence_like(tokens: Sequence[Any], named: frozenset[int] = frozenset()) -> bool:
     """Return True when tokens read as a sentence: a verb, and at least three content words (no heading,
-    no verbless fragment, no lone noun phrase)."""
-    return any(t.pos_ in ("VERB", "AUX") for t in tokens) and content_words(tokens, named) >= 3
+    no verbless fragment, no lone noun phrase), and a head that is not a bare infinitive ("to store my
+    bikes" is a purpose or a relative, not a sentence)."""
+    return any(t.pos_ in ("VERB", "AUX") for t in tokens) and content_words(tokens, named) >= 3 \
+        and not _infinitive(tokens)
+
+
+def _infinitive(tokens: Sequence[Any]) -> bool:
+    """Return True when every verb that heads the tokens is a "to" infinitive with no subject of its own."""
+    ids = {t.i for t in tokens}
+    heads = [t for t in tokens if t.pos_ in ("VERB", "AUX") and (t.head.i not in ids or t.head.i == t.i)]
+    return bool(heads) and all(any(c.dep_ == "aux" and c.tag_ == "TO" for c in h.children) and not any(
+        c.dep_ in ("nsubj", "nsubjpass") for c in h.children) for h in heads)
 
 
 def _names_its_subject(verb: Any, named: frozenset[int]) -> bool:
