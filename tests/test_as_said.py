@@ -371,3 +371,9 @@ def test_the_first_person_is_rendered_as_english(mem, turn, rendered):
     """A reflexive takes its subject's place as "themselves"; "wanna" agrees as "wants to", not "wannas"."""
     texts = " ".join(m.text.lower() for m in _said(mem, turn))
     assert rendered in texts and "wannas" not in texts and "the user the user" not in texts, texts
+
+
+def test_a_clause_its_conjunction_subordinates_is_kept_inside_its_sentence(mem):
+    """ "when I take the ferry" says nothing alone: the sentence that holds it is the memory, never the clause."""
+    texts = [m.text for m in _said(mem, "The crossing is fine, but when I take the ferry at night.")]
+    assert texts and all(not t.lower().startswith("when") for t in texts), texts

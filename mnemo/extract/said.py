@@ -61,15 +61,25 @@ def sentence_like(tokens: Sequence[Any], named: frozenset[int] = frozenset()) ->
     no verbless fragment, no lone noun phrase), and a head that is not a bare infinitive ("to store my
     bikes" is a purpose or a relative, not a sentence)."""
     return any(t.pos_ in ("VERB", "AUX") for t in tokens) and content_words(tokens, named) >= 3 \
-        and not _infinitive(tokens)
+        and not _dependent(tokens)
 
 
-def _infinitive(tokens: Sequence[Any]) -> bool:
-    """Return True when every verb that heads the tokens is a "to" infinitive with no subject of its own."""
+# Conjunctions that make a clause an adverbial of another ("when I look after myself", "since we last chatted"):
+# such a clause is no sentence by itself. "so" (a result) and "that" (a complement) are not among them.
+_SUBORDINATORS = frozenset("when whenever since because although though while whereas unless until till before "
+                           "after once if".split())
+
+
+def _dependent(tokens: Sequence[Any]) -> bool:
+    """Return True when every verb that heads the tokens depends on a clause they leave out: a "to" infinitive
+    with no subject of its own ("to store my bikes"), or a clause its conjunction subordinates ("when I ...")."""
     ids = {t.i for t in tokens}
     heads = [t for t in tokens if t.pos_ in ("VERB", "AUX") and (t.head.i not in ids or t.head.i == t.i)]
-    return bool(heads) and all(any(c.dep_ == "aux" and c.tag_ == "TO" for c in h.children) and not any(
-        c.dep_ in ("nsubj", "nsubjpass") for c in h.children) for h in heads)
+    return bool(heads) and all(
+        any(c.dep_ == "aux" and c.tag_ == "TO" for c in h.children)
+        and not any(c.dep_ in ("nsubj", "nsubjpass") for c in h.children)
+        or any(c.lower_ in _SUBORDINATORS and (c.dep_ == "mark" or c.dep_ == "advmod" and h.dep_ != "ROOT")
+               and c.i < h.i for c in h.children) for h in heads)
 
 
 def _names_its_subject(verb: Any, named: frozenset[int]) -> bool:
