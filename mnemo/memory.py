@@ -183,8 +183,8 @@ class Memory:
                                            at=self._now(at), cfg=self.config, role="api")
             plan = write_stage.plan(self.store, user, [cand], vecs, self.config, self.judge, self.embedder,
                                     model=self.updates, declared=attribute is not None)
-            vecs = write_stage.inherit(self.store, self.embedder, plan, [cand], vecs)
-            report = write_stage.apply(self.store, plan, [cand], vecs, turn=turn, cfg=self.config)
+            plan, cands, vecs = write_stage.carry(self.store, self.embedder, plan, [cand], vecs)
+            report = write_stage.apply(self.store, plan, cands, vecs, turn=turn, cfg=self.config)
         if report.added:
             return report.added[0]
         if report.superseded:

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import validate
 from .config import Config
+from .corrections import corrected_words, moved, remainder, restating
 from .decay import ttl_for
 from .embed import PhraseVectors
 from .errors import InvalidInput
@@ -35,7 +36,6 @@ from .model import (
     WriteReport,
     context_of,
 )
-from .extract.values import concrete
 from .reconcile import plan_writes
 from .store import Store, new_id
 from .store.cache import order_key
@@ -110,28 +110,15 @@ def searched_vectors(embedder: Embedder, candidates: Sequence[Candidate], vecs: 
     return out
 
 
-CORRECTS_CHARS = 400  # a chain of corrections keeps the newest words up to this length
+def carry(store: Store, embedder: Embedder, actions: Sequence[Action], candidates: Sequence[Candidate],
+          stored: np.ndarray) -> tuple[list[Action], list[Candidate], np.ndarray]:
+    """Return the plan, its candidates and their stored vectors with what each correction carries (`corrections`).
 
-
-def corrected_words(old: MemoryRecord) -> str:
-    """Return what memory `old` was about, as its words, for the memory that corrects it: its text and what it
-    corrected in turn, without the values it held ("booked Rosalind's for dinner at 7:30" -> "booked Rosalind's
-    for dinner at"). A correction is said against what is known ("they've moved us to 8:15"): its topic is the
-    memory it replaces, and the figures that memory held are no longer true (`values.concrete`, its own value)."""
-    gone = {w.casefold() for w in (old.value or "").split()}
-    said = (w.strip(".,;:!?\"()") for w in f"{old.text} {old.meta.get(CORRECTS_KEY) or ''}".split())
-    words = [w for w in said if w and not concrete(w) and w.casefold() not in gone]
-    text = " ".join(words)
-    return text if len(text) <= CORRECTS_CHARS else text[:CORRECTS_CHARS].rsplit(" ", 1)[0]
-
-
-def inherit(store: Store, embedder: Embedder, actions: Sequence[Action], candidates: Sequence[Candidate],
-            stored: np.ndarray) -> np.ndarray:
-    """Give each candidate that supersedes memories their words (`corrected_words`) and return the stored vectors.
-
-    The words join the candidate's context (`model.context_of`), which both retrievers search beside its own
-    words and never show, and `meta["corrects"]`, which recall reads as what the memory mentions and covers:
-    "What time is the anniversary dinner?" finds and is answered by "they've moved us to 8:15". Only
+    A candidate that supersedes memories gains their words (`corrections.corrected_words`) in its context
+    (`model.context_of`), which both retrievers search beside its own words and never show, and in
+    `meta["corrects"]`, which recall reads as what it mentions and covers: "What time is the anniversary
+    dinner?" finds and is answered by "they've moved us to 8:15". And what a superseded memory said besides
+    the corrected value is added back as a derived memory (`corrections.remainder`), linked to it. Only
     superseding candidates change (one read of their targets and one embedding call a turn, when any).
     """
     targets: dict[int, list[str]] = {}
@@ -139,19 +126,35 @@ def inherit(store: Store, embedder: Embedder, actions: Sequence[Action], candida
         if a.op == "supersede" and a.candidate is not None and a.target_id:
             targets.setdefault(id(a.candidate), []).append(a.target_id)
     if not targets:
-        return stored
+        return list(actions), list(candidates), stored
     found = store.get_many([t for ts in targets.values() for t in ts])
-    out = np.array(stored, dtype=np.float32, copy=True)
+    mixing: dict[int, tuple[str, str]] = {}
+    kept: list[tuple[Candidate, MemoryRecord, Candidate]] = []
+    moves: list[Action] = []
     for k, c in enumerate(candidates):
-        words = " ".join(corrected_words(found[t]) for t in targets.get(id(c), ()) if t in found).strip()
-        if not words:
-            continue
-        context = " ".join(x for x in (context_of(c.text, c.meta), words) if x)
-        c.meta.update({CORRECTS_KEY: words, CONTEXT_KEY: context})
-        own, around = np.asarray(embedder.embed([c.text, context]), np.float32)
-        mixed = own + CONTEXT_WEIGHT * around
-        out[k] = mixed / (np.linalg.norm(mixed) or 1.0)
-    return out
+        olds = [found[t] for t in targets.get(id(c), ()) if t in found]
+        taken = {t for ts in targets.values() for t in ts} | {a.target_id for a in moves}
+        also = [m for m in restating(store, olds) if m.id not in taken and moved(m, c) is not None]
+        moves += [Action("supersede", c, m.id, f"restates the value {c.text!r} corrects", {"restates": True})
+                  for m in also]
+        olds += also
+        words = " ".join(corrected_words(o) for o in olds).strip()
+        if words:
+            c.meta.update({CORRECTS_KEY: words, CONTEXT_KEY: " ".join(x for x in (context_of(c.text, c.meta), words)
+                                                                        if x)})
+            mixing[k] = (c.text, c.meta[CONTEXT_KEY])
+        kept += [(r, o, c) for o in olds if (r := remainder(o, c)) is not None]
+    mixing.update({len(candidates) + n: (r.text, context_of(r.text, r.meta) or r.text) for n, (r, _, _) in
+                   enumerate(kept)})
+    out = np.vstack([np.asarray(stored, np.float32), np.zeros((len(kept), stored.shape[1]), np.float32)])
+    if mixing:
+        vecs = np.asarray(embedder.embed([x for pair in mixing.values() for x in pair]), np.float32)
+        for n, k in enumerate(mixing):
+            mixed = vecs[2 * n] + CONTEXT_WEIGHT * vecs[2 * n + 1]
+            out[k] = mixed / (np.linalg.norm(mixed) or 1.0)
+    extra = [Action("add", r, reason=f"what {o.id} said besides the value it corrects ({c.text!r})",
+                    evidence={"remainder_of": o.id, "correction": c.text}) for r, o, c in kept]
+    return [*actions, *moves, *extra], [*candidates, *(r for r, _, _ in kept)], out
 
 
 def slot_phrase(item: Candidate | MemoryRecord) -> str | None:
@@ -284,7 +287,7 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
                 at += len(candidates)
                 actions = plan(store, turn.user, candidates, mine, cfg, judge, embedder,
                                reads.active_for if reads else None, model)
-                stored = inherit(store, embedder, actions, candidates, stored)
+                actions, candidates, stored = carry(store, embedder, actions, candidates, stored)
                 report = apply_plan(store, actions, candidates, stored, turn=turn, cfg=cfg, held=held)
                 if reads is not None:
                     reads.written([*report.added, *(s.new for s in report.superseded)])
@@ -442,6 +445,9 @@ def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], ve
         if action.op == "add" and new is not None:
             report.added.append(new)
             events.append(_event(new.id, at, "created", None, "active", action.reason, action.evidence))
+            if action.evidence.get("remainder_of"):
+                # What a superseded memory said besides the corrected value: its history is that memory's.
+                links.append(Link(new.id, action.evidence["remainder_of"], "supersedes", at))
         elif action.op == "supersede" and new is not None and action.target_id:
             old = store.get(action.target_id)
             reason = _with_cause(action.reason, action.candidate.cause)

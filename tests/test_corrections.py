@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 import mnemo
-from mnemo.model import CORRECTS_KEY, MemoryRecord, topic_of
+from mnemo.corrections import corrected_words, remainder
+from mnemo.extract import extract_offline
+from mnemo.model import CORRECTS_KEY, Candidate, MemoryRecord, topic_of
 from mnemo.recall import evidence
-from mnemo.write import corrected_words
 
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 
@@ -63,3 +66,52 @@ def test_a_structured_add_that_supersedes_carries_what_it_replaced():
                     kind="semantic", category="fact")
         assert [r.status for r in m.memories("u", include_inactive=True)].count("superseded") == 1
         assert "office wifi password" in new.meta[CORRECTS_KEY] and "tulip-88" not in new.meta[CORRECTS_KEY]
+
+
+def _old(text: str, **kw) -> MemoryRecord:
+    return MemoryRecord(id="old", user="u", text=text, created_at=T0, **kw)
+
+
+def _claim(turn: str) -> Candidate:
+    return next(c for c in extract_offline(turn) if c.value)
+
+
+@pytest.mark.parametrize("old, turn, kept", [
+    # The value the correction says it replaces ("71B, not 17B"), the rest of the sentence kept.
+    ("Our locker is 17B at the Eastgate pool, £12 a month.", "Sorry, it's locker 71B, not 17B.",
+     "Our locker is 71B at the Eastgate pool, £12 a month."),
+    # The one value of the new value's type: the time moves, the date and the place stay.
+    ("Booked the ferry, Oban to Mull on 14 May, leaves 09:50.", "The ferry leaves at 10:20 now.",
+     "Booked the ferry, Oban to Mull on 14 May, leaves 10:20."),
+    # Two times: the one after the correction's subject ("Leo at 5:15").
+    ("Mia's lesson is at 4:30 and Leo at 5:15 on Tuesdays.", "We've moved Leo's lesson to 5:45.",
+     "Mia's lesson is at 4:30 and Leo at 5:45 on Tuesdays."),
+])
+def test_what_a_corrected_memory_said_besides_the_value_is_kept_with_the_new_value(old, turn, kept):
+    r = remainder(_old(old), _claim(turn))
+    assert r is not None and r.text == kept and r.source == "derived" and r.meta["remainder_of"] == "old"
+
+
+@pytest.mark.parametrize("old, turn", [
+    ("My gate code is 4471.", "The gate code is 8812 now."),                      # said nothing else
+    ("Swimming is at 4:30 and tennis at 5:15.", "It's at 5:45 now."),            # which time moved is unsure
+    ("The rent is £950 a month.", "I no longer pay rent."),                      # a retraction replaces nothing
+])
+def test_no_remainder_when_nothing_else_was_said_or_the_word_is_unsure(old, turn):
+    claims = [c for c in extract_offline(turn)]
+    assert all(remainder(_old(old), c) is None for c in claims)
+
+
+def test_a_later_correction_moves_the_correction_and_the_remainder_alike():
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        turns = ["Our locker at the Eastgate pool is number 17B, £12 a month.", "I swim on Mondays.",
+                 "Sorry, it's locker 71B, not 17B.", "They moved us again, it's locker 44C now."]
+        for day, turn in enumerate(turns):
+            report = m.remember(turn, user="u", at=T0 + timedelta(days=day))
+            if day == 2:
+                [kept] = [r for r in report.added if r.meta.get("remainder_of")]
+                assert "71B" in kept.text and "£12" in kept.text
+                assert {x.kind for x in m.store.links([kept.id])} == {"supersedes"}
+        active = [r.text for r in m.memories("u")]
+        assert not any("71B" in t or "17B" in t for t in active), active
+        assert any("44C" in t and "£12" in t for t in active), active

@@ -35,6 +35,10 @@ _MONTH_OR_DAY = re.compile(r"\b(?:january|february|march|april|june|july|august|
                            r"jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\b\.?|\bmay\s+\d|\d\s+may\b|"
                            r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|\b\d{4}-\d{2}-\d{2}\b|\bweekends?\b", re.I)
 _NUMBER = re.compile(r"\d")
+# What a date's words say besides its numbers: a year, or a word of the calendar or the clock of days.
+_CALENDAR = re.compile(r"\b(?:19|20)\d\d\b|\b(?:days?|weeks?|weekends?|months?|years?|decades?|today|tonight|tomorrow|"
+                       r"yesterday|ago|morning|afternoon|evening|night|spring|summer|autumn|fall|winter|christmas|"
+                       r"easter|new year)\b", re.I)
 _ORDINAL_DAY = re.compile(r"(?:the\s+)?(?:[1-9]|[12]\d|3[01])(?:st|nd|rd|th)", re.I)
 _AGE = re.compile(r"\b\d{1,3}\s*(?:years?|yrs?)(?:\s+|-)old\b", re.I)
 
@@ -73,6 +77,9 @@ def value_type(span: Any) -> str:
         for label in labels:
             if label in _ENTITY_TYPES:
                 kind = _ENTITY_TYPES[label]
+                if kind == "date" and _NUMBER.search(text) and not _CALENDAR.search(text):
+                    # A code the tagger took for a date ("locker 71B", "plot 14B"): no calendar word, no year.
+                    continue
                 return "duration" if kind == "date" and _DURATION.search(text) else kind
         if any(t.pos_ == "PROPN" for t in span) and not any(t.pos_ == "NOUN" for t in span):
             return "name"

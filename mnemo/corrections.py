@@ -1,0 +1,132 @@
+"""What a correction carries: the words of what it replaces, and what else the replaced memory said.
+
+    corrected_words(old)          # "booked Rosalind's for dinner at 7:30" -> "booked Rosalind's for dinner at"
+    remainder(old, new)           # "Plot 41B at the Hollins Lane site, £38 a year." + "it's plot 14B, not 41B"
+                                  #   -> "Plot 14B at the Hollins Lane site, £38 a year." (source "derived")
+
+A correction is said against what is known ("they've moved us to 8:15", "we've bumped the budget to
+€3,100"): it names little of its topic, and the memory it supersedes may have said more than the
+value it corrects ("Finally booking Crete in late June, budget €2,400"). The write path gives the
+correction the old memory's words as context (`write.carry`), and, when the old memory said other
+things, keeps them in a derived memory: the old sentence with the corrected value replaced by the new
+one, so that superseding one value never retires the facts said beside it. A later correction then moves
+every current memory that restates the value, the remainder and the correction alike (`restating`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .extract.values import concrete, marks, value_type
+from .judge import value_kind
+from .model import CORRECTS_KEY, Candidate, MemoryRecord
+
+if TYPE_CHECKING:
+    from .store import Store
+
+CORRECTS_CHARS = 400  # a chain of corrections keeps the newest words up to this length
+_WITH_DIGITS = re.compile(r"[^\s,;:!?()\"']*\d[^\s;!?()\"']*")  # words that say a number: "€2,400", "15:10", "41B"
+_KEPT_META = ("speaker", "addressees", "context", "source_text", "when", "value_type")
+
+
+def corrected_words(old: MemoryRecord) -> str:
+    """Return what memory `old` was about, as its words, for the memory that corrects it: its text and what it
+    corrected in turn, without the values it held ("booked Rosalind's for dinner at 7:30" -> "booked Rosalind's
+    for dinner at"). The figures that memory held are no longer true (`values.concrete`, its own value)."""
+    gone = {w.casefold() for w in (old.value or "").split()}
+    said = (w.strip(".,;:!?\"()") for w in f"{old.text} {old.meta.get(CORRECTS_KEY) or ''}".split())
+    words = [w for w in said if w and not concrete(w) and w.casefold() not in gone]
+    text = " ".join(words)
+    return text if len(text) <= CORRECTS_CHARS else text[:CORRECTS_CHARS].rsplit(" ", 1)[0]
+
+
+def _numbers(text: str) -> list[tuple[int, str]]:
+    """Return (word position, word) of each word of `text` that says a number, trailing punctuation off."""
+    words = text.split()
+    return [(k, w.rstrip(".,")) for k, w in enumerate(words) if _WITH_DIGITS.fullmatch(w.rstrip(".,"))]
+
+
+def moved(old: MemoryRecord, new: Candidate) -> tuple[str, str] | None:
+    """Return (the word of `old`'s text the correction changes, the word it changes to), or None when unsure.
+
+    The old word is the value the correction says it replaces ("14B, not 41B"), else the one word of `old`
+    of the new value's type ("£38" is not a time), else the one of them nearest to a word of the
+    correction's subject and after it, as a complement follows its subject ("Elsie's in bed by 7:30 and
+    Arlo at 8:15" for Arlo's bedtime). Dates (several words) are left alone.
+    """
+    kind = value_kind(new)
+    if kind in (None, "date", "duration"):
+        return None
+    theirs = _numbers(old.text)
+    said_old = {w.casefold() for _, w in _numbers(new.old_value or "")}
+    mine = [w for _, w in _numbers(new.text) if w.casefold() not in said_old]
+    if said_old:
+        found = [(k, w) for k, w in theirs if w.casefold() in said_old]
+    else:
+        found = [(k, w) for k, w in theirs if value_type(w) == value_type(mine[0])] if len(mine) == 1 else []
+    if len(found) > 1:
+        near = {w.casefold() for w in (new.subject or "").replace("'s", " ").split()}
+        at = [k for k, w in enumerate(old.text.split()) if w.strip(".,;:!?'\"").casefold().removesuffix("'s") in near]
+        dist = sorted((min((k - a for a in at if a < k), default=99), w) for k, w in found)
+        found = [(0, dist[0][1])] if at and dist[0][0] < dist[1][0] else []
+    if len(found) != 1:
+        return None
+    was = found[0][1]
+    now = [w for w in mine if value_type(w) == value_type(was) and w.casefold() != was.casefold()]
+    return (was, now[0]) if len(now) == 1 else None
+
+
+def _other_facts(old: str, new: str, was: str) -> set[str]:
+    """Return the values and names `old` says besides `was` that `new` does not: concrete words (a number, a
+    month, a weekday) and capitalised words inside a sentence."""
+    words = old.split()
+    said = {w.strip(".,;:!?\"'()").casefold().removesuffix("'s") for w in new.split()}
+    out = set()
+    for k, w in enumerate(words):
+        bare = w.strip(".,;:!?\"'()").removesuffix("'s")
+        named = k > 0 and bare[:1].isupper() and not words[k - 1].endswith((".", "!", "?"))
+        if bare and bare.casefold() != was.casefold() and bare.casefold() not in said and (concrete(bare) or named):
+            out.add(bare)
+    return out
+
+
+def remainder(old: MemoryRecord, new: Candidate) -> Candidate | None:
+    """Return what `old` said besides the value `new` corrects, with the new value in its place, or None.
+
+    None when the correction retracts (nothing replaces the value), when which word it changes is unsure
+    (`moved`), or when `old` said no other fact: no other value a calendar or a count reads and no name
+    that the correction does not say ("Mateo takes a size 34 in school shoes." says one fact, his size;
+    "Plot 41B at the Hollins Lane site, £38 a year." says three).
+    """
+    if new.negated or not new.value:
+        return None
+    change = moved(old, new)
+    if change is None:
+        return None
+    was, now = change
+    if not _other_facts(old.text, new.text, was):
+        return None
+    text = re.sub(rf"(?<![\w€£$]){re.escape(was)}(?!\w)", now, old.text, count=1)
+    if text == old.text:
+        return None
+    meta = {k: old.meta[k] for k in _KEPT_META if k in old.meta}
+    return Candidate(text=text, kind=old.kind, category=old.category, subject=old.subject, attribute=old.attribute,
+                     value=old.value.replace(was, now) if old.value else None, record_id=old.record_id,
+                     references=old.references, importance=old.importance, single_valued=old.single_valued,
+                     source="derived", meta={**meta, "marks": sorted(marks(text)), "as_said": "remainder",
+                                             "remainder_of": old.id})
+
+
+
+def restating(store: Store, olds: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    """Return the active memories that restate what `olds` hold: the other successors of the memories they
+    superseded (a correction and the remainder it left both say the corrected value)."""
+    if not olds:
+        return []
+    mine = {o.id for o in olds}
+    before = {x.dst for x in store.links(sorted(mine), ("supersedes",)) if x.src in mine}
+    after = {x.src for x in store.links(sorted(before), ("supersedes",)) if x.dst in before} - mine if before else set()
+    found = store.get_many(sorted(after)) if after else {}
+    return [m for m in found.values() if m.active]
