@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from .extract.values import concrete, marks, value_type
 from .judge import value_kind
-from .model import CORRECTS_KEY, Candidate, MemoryRecord
+from .model import CORRECTS_KEY, Candidate, Link, MemoryRecord
 
 if TYPE_CHECKING:
     from .store import Store
@@ -120,13 +120,64 @@ def remainder(old: MemoryRecord, new: Candidate) -> Candidate | None:
 
 
 
-def restating(store: Store, olds: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+def restating(store: Store, olds: Sequence[MemoryRecord], pending: Sequence[Link] = ()) -> list[MemoryRecord]:
     """Return the active memories that restate what `olds` hold: the other successors of the memories they
-    superseded (a correction and the remainder it left both say the corrected value)."""
+    superseded (a correction and the remainder it left both say the corrected value). `pending`: links written
+    in this transaction but not yet stored (`write.process` holds them to the end)."""
     if not olds:
         return []
     mine = {o.id for o in olds}
-    before = {x.dst for x in store.links(sorted(mine), ("supersedes",)) if x.src in mine}
-    after = {x.src for x in store.links(sorted(before), ("supersedes",)) if x.dst in before} - mine if before else set()
+
+    def links(ids: set[str]) -> list[Link]:
+        return [*store.links(sorted(ids), ("supersedes",)),
+                *(x for x in pending if x.kind == "supersedes" and (x.src in ids or x.dst in ids))]
+
+    before = {x.dst for x in links(mine) if x.src in mine}
+    after = {x.src for x in links(before) if x.dst in before} - mine if before else set()
     found = store.get_many(sorted(after)) if after else {}
     return [m for m in found.values() if m.active]
+
+
+def said_alike(store: Store, olds: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    """Return the active memories that are the same words as one of `olds`, from the same turn: the other claims
+    of a sentence said as one ("I love action and sci-fi films" holds two), each kept with the whole sentence."""
+    out: dict[str, MemoryRecord] = {}
+    mine = {o.id for o in olds}
+    for o in olds:
+        hits = [m for m, _ in store.search_lexical(o.text, 8, user=o.user)]
+        for m in store.get_many(hits).values() if hits else ():
+            if m.active and m.id not in mine and m.text == o.text and m.turn_id == o.turn_id:
+                out[m.id] = m
+    return list(out.values())
+
+
+def without(text: str, value: str | None) -> str | None:
+    """Return `text` with the conjunct `value` and the word or comma that joined it taken out, or None when
+    `value` is not one conjunct of it ("knitting and a pottery class" without "a pottery class": "knitting")."""
+    if not value or len(re.findall(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.I)) != 1:
+        return None
+    v = rf"(?:(?:the|a|an|my|our|his|her|their|some)\s+)?{re.escape(value)}"
+    for pattern in (rf",\s*{v}(?=\s+(?:and|or)\s)", rf",?\s+(?:and|or)\s+{v}(?!\w)", rf"(?<!\w){v},?\s+(?:and|or)\s+", rf",\s*{v}(?!\w)",
+                    rf"(?<!\w){v}\s*,\s*"):
+        out, n = re.subn(pattern, " " if pattern.endswith("+") else "", text, count=1, flags=re.I)
+        if n:
+            out = re.sub(r"\s+([,.;:!?])", r"\1", re.sub(r"\s{2,}", " ", out)).strip()
+            return out[:1].upper() + out[1:]
+    return None
+
+
+def rest(sibling: MemoryRecord, target: MemoryRecord, new: Candidate) -> Candidate | None:
+    """Return what a memory said in the same words as a corrected one still holds: the new value in place of the
+    old (`remainder`), or, when none replaces it, the sentence without the corrected conjunct."""
+    found = remainder(sibling, new)
+    if found is not None:
+        return found
+    text = without(sibling.text, target.value)
+    if text is None or text == sibling.text:
+        return None
+    meta = {k: sibling.meta[k] for k in _KEPT_META if k in sibling.meta}
+    return Candidate(text=text, kind=sibling.kind, category=sibling.category, subject=sibling.subject,
+                     attribute=sibling.attribute, value=sibling.value, record_id=sibling.record_id,
+                     references=sibling.references, importance=sibling.importance,
+                     single_valued=sibling.single_valued, source="derived",
+                     meta={**meta, "marks": sorted(marks(text)), "as_said": "remainder", "remainder_of": sibling.id})

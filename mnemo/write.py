@@ -16,7 +16,7 @@ import numpy as np
 
 from . import validate
 from .config import Config
-from .corrections import corrected_words, moved, remainder, restating
+from .corrections import corrected_words, moved, remainder, rest, restating, said_alike
 from .decay import ttl_for
 from .embed import PhraseVectors
 from .errors import InvalidInput
@@ -111,7 +111,7 @@ def searched_vectors(embedder: Embedder, candidates: Sequence[Candidate], vecs: 
 
 
 def carry(store: Store, embedder: Embedder, actions: Sequence[Action], candidates: Sequence[Candidate],
-          stored: np.ndarray) -> tuple[list[Action], list[Candidate], np.ndarray]:
+          stored: np.ndarray, pending: Sequence[Link] = ()) -> tuple[list[Action], list[Candidate], np.ndarray]:
     """Return the plan, its candidates and their stored vectors with what each correction carries (`corrections`).
 
     A candidate that supersedes memories gains their words (`corrections.corrected_words`) in its context
@@ -119,7 +119,8 @@ def carry(store: Store, embedder: Embedder, actions: Sequence[Action], candidate
     `meta["corrects"]`, which recall reads as what it mentions and covers: "What time is the anniversary
     dinner?" finds and is answered by "they've moved us to 8:15". And what a superseded memory said besides
     the corrected value is added back as a derived memory (`corrections.remainder`), linked to it. Only
-    superseding candidates change (one read of their targets and one embedding call a turn, when any).
+    superseding candidates change (one read of their targets and one embedding call a turn, when any);
+    `pending`: the links the caller holds to write later.
     """
     targets: dict[int, list[str]] = {}
     for a in actions:
@@ -134,9 +135,12 @@ def carry(store: Store, embedder: Embedder, actions: Sequence[Action], candidate
     for k, c in enumerate(candidates):
         olds = [found[t] for t in targets.get(id(c), ()) if t in found]
         taken = {t for ts in targets.values() for t in ts} | {a.target_id for a in moves}
-        also = [m for m in restating(store, olds) if m.id not in taken and moved(m, c) is not None]
+        also = [m for m in restating(store, olds, pending) if m.id not in taken and moved(m, c) is not None]
+        # The other claims of a sentence kept whole: its words say the corrected value too.
+        alike = {m.id: (m, o) for o in olds for m in said_alike(store, [o]) if m.id not in taken}
         moves += [Action("supersede", c, m.id, f"restates the value {c.text!r} corrects", {"restates": True})
-                  for m in also]
+                  for m in [*also, *(m for m, _ in alike.values())]]
+        kept += [(r, m, c) for m, o in alike.values() if (r := rest(m, o, c)) is not None]
         olds += also
         words = " ".join(corrected_words(o) for o in olds).strip()
         if words:
@@ -287,7 +291,7 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
                 at += len(candidates)
                 actions = plan(store, turn.user, candidates, mine, cfg, judge, embedder,
                                reads.active_for if reads else None, model)
-                actions, candidates, stored = carry(store, embedder, actions, candidates, stored)
+                actions, candidates, stored = carry(store, embedder, actions, candidates, stored, held[1])
                 report = apply_plan(store, actions, candidates, stored, turn=turn, cfg=cfg, held=held)
                 if reads is not None:
                     reads.written([*report.added, *(s.new for s in report.superseded)])

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import mnemo
-from mnemo.corrections import corrected_words, remainder
+from mnemo.corrections import corrected_words, remainder, without
 from mnemo.extract import extract_offline
 from mnemo.model import CORRECTS_KEY, Candidate, MemoryRecord, topic_of
 from mnemo.recall import evidence
@@ -115,3 +115,28 @@ def test_a_later_correction_moves_the_correction_and_the_remainder_alike():
         active = [r.text for r in m.memories("u")]
         assert not any("71B" in t or "17B" in t for t in active), active
         assert any("44C" in t and "£12" in t for t in active), active
+
+
+def test_values_said_together_are_kept_in_their_words_and_one_taken_back_leaves_the_rest():
+    """ "I play the oboe and the mandolin" is one sentence holding two claims: each is a key of a memory that
+    keeps the sentence as said; taking one back leaves the other, still in the speaker's words."""
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        first = m.remember("I play the oboe and the mandolin.", user="u", at=T0).added
+        assert {r.value for r in first} == {"oboe", "mandolin"}
+        assert all(r.text == "The user plays the oboe and the mandolin." for r in first)
+        m.remember("I don't play the mandolin any more.", user="u", at=T0 + timedelta(days=1))
+        active = [r for r in m.memories("u")]
+        assert not any("mandolin" in r.text and not r.meta.get("negated") and "n't" not in r.text for r in active)
+        [oboe] = [r for r in active if "oboe" in r.text]
+        assert oboe.text == "The user plays the oboe." and oboe.source == "derived" and oboe.value == "oboe"
+
+
+@pytest.mark.parametrize("text, value, left", [
+    ("The user plays the oboe and the mandolin.", "mandolin", "The user plays the oboe."),
+    ("The user plays the oboe and the mandolin.", "oboe", "The user plays the mandolin."),
+    ("The user reads thrillers, memoirs and poetry.", "memoirs", "The user reads thrillers and poetry."),
+    ("The user keeps goats, three nannies behind the barn.", "three nannies", "The user keeps goats behind the barn."),
+    ("The user reads thrillers.", "poetry", None),
+])
+def test_a_conjunct_is_taken_out_with_the_word_that_joined_it(text, value, left):
+    assert without(text, value) == left

@@ -74,7 +74,9 @@ def snapshot(mem: Memory) -> list[tuple]:
     return sorted(tuple(map(str, (m.user, m.text, m.kind, m.category, m.subject, m.attribute, m.value, m.status,
                                   m.status_reason, text_of.get(m.successor_id or ""), m.corroborations,
                                   round(m.importance, 6), m.pinned, m.created_at, m.expires_at,
-                                  turn_text.get(m.turn_id or ""), sorted(m.meta.items())))) for m in rows)
+                                  turn_text.get(m.turn_id or ""),
+                                  sorted((k, text_of.get(v, v) if isinstance(v, str) else v)
+                                         for k, v in m.meta.items())))) for m in rows)
 
 
 def outcome(report: Any) -> tuple:

@@ -34,7 +34,7 @@ from .. import lexicon
 from ..model import Candidate
 from ..normalise import normalise_value, parse_date
 from .categories import BASE_IMPORTANCE, KIND_OF, category_of
-from .clauses import Clause, conjuncts, other_conjuncts, subtree
+from .clauses import Clause, conjuncts, subtree
 from .entities import (
     NOT_KIND,
     TEAM,
@@ -91,6 +91,7 @@ class Built:
     replace: dict[int, str] | None = None
     relation: bool = False  # its slot is a verb relation ("work_at"), not an attribute noun
     me: str = "the user"  # who "I" is in its text
+    conjunct: bool = False  # one of several values said together ("action and sci-fi"), in their sentence's words
 
 
 def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> list[Built]:
@@ -248,9 +249,11 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
                   for k in c.verb.children if k.dep_ in ("oprd", "appos", "npadvmod") and k.pos_ == "NOUN"
                   and k.i not in ids and any(x.like_num for x in k.children)]
     for part in parts:
-        shown = tokens if len(parts) == 1 else [t for t in tokens if t.i not in other_conjuncts(parts, part)]
-        built = frame.build(part, shown, replace)
+        # Each of several values said together is a claim of its own, in the words they were said in: "I love
+        # action and sci-fi films" is kept as said, not as "loves action" and "loves sci-fi".
+        built = frame.build(part, tokens, replace)
         built.relation = relation
+        built.conjunct = len(parts) > 1
         out.append(built)
     if (relation or c.copula or c.verb.lemma_ in ("sign", "submit", "deliver", "finish", "complete")) \
             and not c.change:
@@ -375,10 +378,12 @@ def _separate(built: list[Built]) -> list[Built]:
     if not all(known):
         # "rent a flat in Cork": a plain relation and the place it happens, said together. One memory
         # holds them, under the slot the table knows (city), so that a later move leaves no stale copy.
-        texts: dict[str, Built] = {}
+        texts: dict[tuple[str, str | None], Built] = {}
         for b, ok in zip(built, known, strict=True):
-            if b.candidate.text not in texts or ok:
-                texts[b.candidate.text] = b
+            # Conjuncts ("bees, two hives") share their sentence's words and are two claims of it.
+            key = (b.candidate.text, b.candidate.value if b.conjunct else None)
+            if key not in texts or ok:
+                texts[key] = b
         return list(texts.values())
     out = []
     for b in built:
@@ -386,7 +391,8 @@ def _separate(built: list[Built]) -> list[Built]:
             # "an appointment on Tuesday": the date is said of the primary value, which it keeps.
             out.append(b)
             continue
-        others = set().union(*(o.value_ids for o in built if o is not b)) - b.value_ids
+        others = set().union(*(o.value_ids for o in built if o is not b and not (o.conjunct and b.conjunct))) \
+            - b.value_ids
         kept = [t for t in b.tokens if t.i not in others]
         if others and b.value_ids & {t.i for t in kept} and len(kept) < len(b.tokens):
             text = said(kept, b.replace, b.me)

@@ -536,13 +536,3 @@ def _counted_apposition(head: Token, k: Token) -> bool:
     comma = any(t.is_punct for t in doc[min(head.i, k.i) + 1:max(head.i, k.i)])
     return comma and any(x.like_num and x.i < k.i for x in k.children)
 
-
-def other_conjuncts(parts: list[list[Token]], part: list[Token]) -> set[int]:
-    """Return the indices of the other conjuncts, with the commas and conjunctions that joined them."""
-    drop = {t.i for p in parts if p is not part for t in p}
-    if not drop:
-        return drop
-    doc = part[0].doc
-    lo, hi = min(t.i for p in parts for t in p), max(t.i for p in parts for t in p)
-    drop |= {t.i for t in doc[lo:hi + 1] if t.dep_ == "cc" or t.is_punct}
-    return drop
