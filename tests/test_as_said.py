@@ -377,3 +377,9 @@ def test_a_clause_its_conjunction_subordinates_is_kept_inside_its_sentence(mem):
     """ "when I take the ferry" says nothing alone: the sentence that holds it is the memory, never the clause."""
     texts = [m.text for m in _said(mem, "The crossing is fine, but when I take the ferry at night.")]
     assert texts and all(not t.lower().startswith("when") for t in texts), texts
+
+
+def test_a_denial_of_a_phrasal_verb_takes_back_nothing_said_with_the_bare_verb(mem):
+    """ "didn't get back to you" is "get back", not "get": it says nothing of "I got the idea from a trip"."""
+    kept = _said(mem, "I got the idea for the mural from a trip to Lisbon.", "Sorry I didn't get back to you sooner.")
+    assert any("Lisbon" in m.text for m in kept), [m.text for m in kept]

@@ -196,8 +196,14 @@ def _aspect_chain(head: Token) -> tuple[Token, str | None, bool]:
     return verb, aspect, negated
 
 
+# Adverbs that, right after their verb, make a phrasal verb with it ("get back to", "come over"): the tagger
+# often reads them as adverbs, not particles.
+_PARTICLE_ADVERBS = frozenset({"back", "up", "down", "out", "off", "away", "over"})
+
+
 def _particle(verb: Token) -> str | None:
-    return next((c.lower_ for c in verb.children if c.dep_ == "prt"), None)
+    return next((c.lower_ for c in verb.children if c.dep_ == "prt" or c.dep_ == "advmod"
+                 and c.lower_ in _PARTICLE_ADVERBS and c.i == verb.i + 1), None)
 
 
 def _after(tokens: list[Token], word: str, start: int) -> Token | None:
