@@ -111,12 +111,16 @@ def remainder(old: MemoryRecord, new: Candidate) -> Candidate | None:
     text = re.sub(rf"(?<![\w€£$]){re.escape(was)}(?!\w)", now, old.text, count=1)
     if text == old.text:
         return None
+    return _derived(old, text, old.value.replace(was, now) if old.value else None)
+
+
+def _derived(old: MemoryRecord, text: str, value: str | None) -> Candidate:
+    """Return the derived memory that says `text` in `old`'s place, with `old`'s keys and `value`."""
     meta = {k: old.meta[k] for k in _KEPT_META if k in old.meta}
     return Candidate(text=text, kind=old.kind, category=old.category, subject=old.subject, attribute=old.attribute,
-                     value=old.value.replace(was, now) if old.value else None, record_id=old.record_id,
-                     references=old.references, importance=old.importance, single_valued=old.single_valued,
-                     source="derived", meta={**meta, "marks": sorted(marks(text)), "as_said": "remainder",
-                                             "remainder_of": old.id})
+                     value=value, record_id=old.record_id, references=old.references, importance=old.importance,
+                     single_valued=old.single_valued, source="derived",
+                     meta={**meta, "marks": sorted(marks(text)), "as_said": "remainder", "remainder_of": old.id})
 
 
 
@@ -175,9 +179,4 @@ def rest(sibling: MemoryRecord, target: MemoryRecord, new: Candidate) -> Candida
     text = without(sibling.text, target.value)
     if text is None or text == sibling.text:
         return None
-    meta = {k: sibling.meta[k] for k in _KEPT_META if k in sibling.meta}
-    return Candidate(text=text, kind=sibling.kind, category=sibling.category, subject=sibling.subject,
-                     attribute=sibling.attribute, value=sibling.value, record_id=sibling.record_id,
-                     references=sibling.references, importance=sibling.importance,
-                     single_valued=sibling.single_valued, source="derived",
-                     meta={**meta, "marks": sorted(marks(text)), "as_said": "remainder", "remainder_of": sibling.id})
+    return _derived(sibling, text, sibling.value)
