@@ -76,3 +76,9 @@ def slot_families() -> dict[str, frozenset[str]]:
         for slot in family:
             out[slot] = out.get(slot, frozenset()) | family
     return out
+
+
+@cache
+def kin() -> dict[str, str]:
+    """Return {everyday kin word: the word a question uses} from `assets/words/kin_terms.tsv` ("nan" -> "grandmother")."""
+    return dict(line.split("\t")[:2] for line in _lines("kin_terms.tsv"))

@@ -164,3 +164,23 @@ def test_the_time_scope_narrows_the_callers_own_time_filters_never_widens_them()
     narrowed = in_time({"since": datetime(2022, 5, 1), "kinds": ["episodic"]}, (a, b))
     assert narrowed == {"since": datetime(2022, 5, 1, tzinfo=timezone.utc), "until": b, "kinds": ["episodic"]}
     assert in_time({"until": datetime(2022, 1, 1, tzinfo=timezone.utc)}, (a, b))["until"] < a
+
+
+def said(text: str, subject: str = "user") -> MemoryRecord:
+    return MemoryRecord(id=f"s{abs(hash(text)) % 10**8}", user="u", text=text, kind="semantic", subject=subject)
+
+
+@pytest.mark.parametrize(("thing", "text", "about"), [
+    ("user's grandmother", "My gran's moved to the ward on the second floor.", True),  # kin said the everyday way
+    ("user's mother", "Mam's retiring in the spring.", True),
+    ("user's children", "The kids want a trampoline.", True),
+    ("user's rowing boat", "Boat 7C is moored by the bridge.", True),  # the head noun, named by its number
+    ("user's heat pump", "The 9kW pump was fitted on Monday.", True),
+    ("user's gym membership", "The membership costs 30 a month.", True),
+    ("user's home insurance", "Our car insurance renews in May.", False),  # another noun before the head
+    ("user's garage door", "The back door sticks in winter.", False),
+    ("user's grandfather", "My gran's moved to the ward on the second floor.", False),
+    ("user's sister's car", "The car needs new tyres.", False),  # another owner
+])
+def test_a_memory_is_about_a_thing_it_names_by_its_head_noun_or_everyday_kin_word(thing, text, about):
+    assert evidence.about(thing, said(text), {}) is about

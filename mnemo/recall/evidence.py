@@ -42,7 +42,7 @@ from functools import lru_cache
 
 from .. import lexicon, match
 from ..model import MemoryRecord, topic_of
-from ..normalise import CURRENCY_WORDS, MONTHS, content_tokens
+from ..normalise import CURRENCY_WORDS, MONTHS, STOPWORDS, content_tokens, stem
 
 FITS = ("answers", "entity", "other", "conflict")
 # What each fit adds to a candidate's ranking score (times RecallConfig.weight_claim).
@@ -258,7 +258,51 @@ def about(q_subject: str | None, m: MemoryRecord, names: Mapping[str, str]) -> b
     owner = q_subject.rsplit("'s ", 1)[0] if "'s " in q_subject else None
     words = mentions(m)
     owned = owner is None or owner in ("user", "team") or owner in words
-    return owned and bool(_words(thing)) and _words(thing) <= words
+    return owned and bool(_words(thing)) and (_words(thing) <= words or _says_head(thing, _said(m), words))
+
+
+def _form(word: str) -> str:
+    """Return the form a word is compared in: a kin word as a question says it ("nan" -> "grandmother"), stemmed."""
+    return stem(lexicon.kin().get(word, word))
+
+
+def _said(m: MemoryRecord) -> str:
+    """Return the words memory `m` says, without the "<speaker>:" prefix a transcript renders (see `mentions`)."""
+    speaker = m.meta.get("speaker") if m.meta else None
+    return topic_of(m.text.removeprefix(f"{speaker}:") if speaker else m.text, m.meta)
+
+
+def _says_head(thing: str, text: str, words: frozenset[str] | set[str]) -> bool:
+    """Return True when `text` names the thing by its head noun, with no other noun before it.
+
+    The head of an English noun compound is its last word and the words before it say which one:
+    "Plot 14B" and "Nan's room" name what a question calls "the allotment plot" and "the grandmother's
+    room" (kin words compared as a question says them, `assets/words/kin_terms.tsv`), but "car
+    insurance" is no "home insurance", nor "front door" "garage door". A word before the head that is
+    a function word, a possessor ("Nan's") or holds a digit ("4.2kW system") leaves it the same thing.
+    """
+    said = tuple(w.removesuffix("'s") for w in _WORD.findall(thing.casefold()))
+    if len(said) == 1:
+        return _form(said[0]) in _forms(frozenset(words))  # one word: as the memory mentions it, kin or stem
+    return bool(said) and _head_said(said, text)
+
+
+@lru_cache(maxsize=4096)
+def _forms(words: frozenset[str]) -> frozenset[str]:
+    return frozenset(_form(w) for w in words)
+
+
+@lru_cache(maxsize=8192)
+def _head_said(said: tuple[str, ...], text: str) -> bool:
+    head, mods = _form(said[-1]), {_form(w) for w in said[:-1]}
+    words = _WORD.findall(text.casefold())
+    for i, w in enumerate(words):
+        if _form(w.removesuffix("'s")) != head:
+            continue
+        before = words[i - 1] if i else ""
+        if not before or before in STOPWORDS or before.endswith("'s") or _DIGIT.search(before) or _form(before) in mods:
+            return True
+    return False
 
 
 def fit(q, m: MemoryRecord, names: Mapping[str, str]) -> str:
