@@ -79,6 +79,12 @@ def _content(text: str) -> frozenset[str]:
     return frozenset(content_tokens(text))
 
 
+def _said(m: MemoryRecord) -> str:
+    """Return the words memory `m` says, without the "<speaker>:" prefix a transcript renders (see `mentions`)."""
+    speaker = m.meta.get("speaker") if m.meta else None
+    return topic_of(m.text.removeprefix(f"{speaker}:") if speaker else m.text, m.meta)
+
+
 def mentions(m: MemoryRecord) -> set[str]:
     """Return the words memory `m` mentions, reading a dialog turn's pronouns as the people they stand for.
 
@@ -89,10 +95,9 @@ def mentions(m: MemoryRecord) -> set[str]:
     is about the person asked, not about Caroline's race.
     """
     speaker = m.meta.get("speaker") if m.meta else None
+    said = _words(_said(m))
     if not speaker:
-        return _words(topic_of(m.text, m.meta))
-    text = topic_of(m.text.removeprefix(f"{speaker}:"), m.meta)
-    said = _words(text)
+        return said
     out = set(said)
     if said & _FIRST or not said & _SECOND:
         out |= _words(speaker)
@@ -258,7 +263,7 @@ def about(q_subject: str | None, m: MemoryRecord, names: Mapping[str, str]) -> b
     owner = q_subject.rsplit("'s ", 1)[0] if "'s " in q_subject else None
     words = mentions(m)
     owned = owner is None or owner in ("user", "team") or owner in words
-    return owned and bool(_words(thing)) and (_words(thing) <= words or _says_head(thing, _said(m), words))
+    return owned and bool(_words(thing)) and (_words(thing) <= words or _says_head(thing, m, words))
 
 
 def _form(word: str) -> str:
@@ -266,25 +271,20 @@ def _form(word: str) -> str:
     return stem(lexicon.kin().get(word, word))
 
 
-def _said(m: MemoryRecord) -> str:
-    """Return the words memory `m` says, without the "<speaker>:" prefix a transcript renders (see `mentions`)."""
-    speaker = m.meta.get("speaker") if m.meta else None
-    return topic_of(m.text.removeprefix(f"{speaker}:") if speaker else m.text, m.meta)
-
-
-def _says_head(thing: str, text: str, words: frozenset[str] | set[str]) -> bool:
-    """Return True when `text` names the thing by its head noun, with no other noun before it.
+def _says_head(thing: str, m: MemoryRecord, words: frozenset[str] | set[str]) -> bool:
+    """Return True when memory `m` names the thing by its head noun, with no other noun before it.
 
     The head of an English noun compound is its last word and the words before it say which one:
-    "Plot 14B" and "Nan's room" name what a question calls "the allotment plot" and "the grandmother's
-    room" (kin words compared as a question says them, `assets/words/kin_terms.tsv`), but "car
-    insurance" is no "home insurance", nor "front door" "garage door". A word before the head that is
-    a function word, a possessor ("Nan's") or holds a digit ("4.2kW system") leaves it the same thing.
+    "Plot 14B" names what a question calls "the allotment plot", "the 9kW pump" "the heat pump", but
+    "car insurance" is no "home insurance", nor "front door" "garage door". A word before the head that
+    is a function word, holds a digit ("4.2kW system") or is one of the thing's own words leaves it the
+    same thing. A one-word thing is compared with the words `m` mentions (`words`, read as dialog).
+    Words are compared in `_form`: kin as a question says them ("Nan" for "the grandmother"), stemmed.
     """
-    said = tuple(w.removesuffix("'s") for w in _WORD.findall(thing.casefold()))
+    said = tuple(_WORD.findall(thing.casefold()))
     if len(said) == 1:
-        return _form(said[0]) in _forms(frozenset(words))  # one word: as the memory mentions it, kin or stem
-    return bool(said) and _head_said(said, text)
+        return _form(said[0]) in _forms(frozenset(words))
+    return bool(said) and _head_said(said, _said(m))
 
 
 @lru_cache(maxsize=4096)
@@ -297,11 +297,10 @@ def _head_said(said: tuple[str, ...], text: str) -> bool:
     head, mods = _form(said[-1]), {_form(w) for w in said[:-1]}
     words = _WORD.findall(text.casefold())
     for i, w in enumerate(words):
-        if _form(w.removesuffix("'s")) != head:
-            continue
-        before = words[i - 1] if i else ""
-        if not before or before in STOPWORDS or before.endswith("'s") or _DIGIT.search(before) or _form(before) in mods:
-            return True
+        if _form(w) == head:
+            before = words[i - 1] if i else ""
+            if not before or before in STOPWORDS or _DIGIT.search(before) or _form(before) in mods:
+                return True
     return False
 
 
