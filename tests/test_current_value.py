@@ -180,6 +180,15 @@ def test_a_stated_value_answers_the_users_own_question_but_not_one_about_another
     assert evidence.stated(firm, said("a", "Audit prep for the firm starts in February.", 0)) == frozenset()
 
 
+@pytest.mark.parametrize(("question", "wants"), [
+    ("How tall is the user's son?", "number"), ("How far is the user's commute?", "number"),
+    ("How big is the user's garden?", "number"), ("How long is the drive?", "duration"),
+    ("How often does the user swim?", "thing"),
+])
+def test_how_with_an_adjective_of_measure_asks_for_a_number(question, wants):
+    assert ask(question).wants == wants
+
+
 @pytest.mark.parametrize(("turn", "kept"), [
     ("I moved to Lisbon last month, can you recommend a gym nearby?", "moved to Lisbon"),
     ("My budget is 300 euros - what should I buy first?", "budget is 300 euros"),

@@ -119,6 +119,19 @@ def test_a_pack_with_no_value_of_the_type_asked_does_not_answer_it():
         assert mem.recall("How much did Matteo's football camp cost?", user="u").confidence != "unknown"
 
 
+@pytest.mark.parametrize(("question", "text", "holds"), [
+    ("How big is the garden shed?", "Shed 4C is by the back gate, £60 a year to rent.", False),
+    ("How big is the garden shed?", "The garden shed is 3 by 2 metres.", True),
+    ("How many nights is the stay?", "Booking ref TRV-7731 for the stay.", False),
+    ("How many nights is the stay?", "The stay is 4 nights, ref TRV-7731.", True),
+    ("How much is the storage unit?", "Unit 12B costs £45 a month.", True),
+])
+def test_a_number_that_is_part_of_a_name_is_no_quantity(question, text, holds):
+    """"Shed 4C" and "TRV-7731" name a thing, as a record id does: they say no size or count ("how big"
+    asks for a measure), while an amount beside them still answers "how much"."""
+    assert evidence.holds_the_type(ask(question), [text]) is holds
+
+
 def rows(n_groups: int = 4) -> list[dict]:
     out = []
     for g in range(n_groups):

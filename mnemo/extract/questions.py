@@ -26,7 +26,9 @@ from .render import LEADING_FILLER
 
 # What a question word asks for.
 _WANTS = {"when": "date", "where": "place", "who": "name", "whom": "name", "whose": "name"}
-_HOW = {"much": "money", "many": "number", "long": "duration", "old": "number", "often": "thing"}
+_HOW = {"much": "money", "many": "number", "long": "duration", "old": "number", "often": "thing",
+        # "how" with a dimensional adjective asks for a measure: a number with its unit.
+        **dict.fromkeys(("big", "large", "tall", "high", "far", "heavy", "wide", "deep", "fast"), "number")}
 _SELF = frozenset({"user", "team"})
 _SUBJECTS = frozenset({"nsubj", "nsubjpass", "expl"})
 

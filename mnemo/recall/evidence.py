@@ -42,7 +42,7 @@ from functools import lru_cache
 
 from .. import lexicon, match
 from ..model import MemoryRecord, topic_of
-from ..normalise import CURRENCY_WORDS, MONTHS, STOPWORDS, content_tokens, stem
+from ..normalise import CURRENCY_WORDS, MONTHS, RECORD_ID, STOPWORDS, content_tokens, stem
 
 FITS = ("answers", "entity", "other", "conflict")
 # What each fit adds to a candidate's ranking score (times RecallConfig.weight_claim).
@@ -53,6 +53,9 @@ _COMPATIBLE = {"date": {"date", "time"}, "place": {"place", "name", "org"}, "nam
 _WORD = re.compile(r"[\w@.+-]+")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[,.]\d+)*")
 _DIGIT = re.compile(r"\d")
+# A number that is part of a name, not a quantity: a record id ("CLM-40872", "TRV-7731") or a number with one
+# capital letter glued to it ("Plot 14B", "Flat 3C"); an amount keeps its currency ("£14B").
+_LABEL = re.compile(rf"{RECORD_ID.pattern}|(?<![€$£¥\w.])\d+[A-Z]\b")
 _NUMBER_WORD = re.compile(r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
                           r"fifty|hundred|dozen|a couple)\b", re.I)
 # A number said as an amount of money: a currency sign or word beside it ("£3.50", "300 euros", "53p").
@@ -298,8 +301,11 @@ def _head_said(said: tuple[str, ...], text: str) -> bool:
     words = _WORD.findall(text.casefold())
     for i, w in enumerate(words):
         if _form(w) == head:
-            before = words[i - 1] if i else ""
-            if not before or before in STOPWORDS or _DIGIT.search(before) or _form(before) in mods:
+            j = i - 1
+            while j >= 0 and _form(words[j]) in mods:
+                j -= 1  # "home insurance policy number": past the thing's own modifiers, to what stands before them
+            before = words[j] if j >= 0 else ""
+            if not before or before in STOPWORDS or _DIGIT.search(before):
                 return True
     return False
 
@@ -329,7 +335,13 @@ def _fit(q, m: MemoryRecord, names: Mapping[str, str]) -> str:
     if q.slot:
         slot = m.attribute
         family = lexicon.slot_families().get(q.slot, frozenset({q.slot}))
-        if slot and (match.slot_match(q.slot, slot) or slot in family):
+        level = match.slot_match(q.slot, slot) if slot else None
+        if level == "qualified" and len(q.slot.split("_")) > len(slot.split("_")):
+            # The memory's slot lacks what the question's qualifies it by ("policy number" for "home insurance
+            # policy number"): it answers unless its words name the head with another qualifier ("Car policy").
+            return "answers" if _head_said(tuple(q.slot.split("_")), _said(m)) or not _words(
+                q.slot.split("_")[-1]) <= _words(m.text) else "entity"
+        if slot and (level or slot in family):
             return "answers"
         if _words(q.slot.replace("_", " ")) <= _words(m.text):
             return "answers"
@@ -348,6 +360,14 @@ def focus(q) -> tuple[frozenset[str], ...]:
     thing = q.subject.rsplit("'s ", 1)[-1] if q.specific and q.subject not in q.names else None
     found = (content_tokens(q.asked), content_tokens(q.slot_phrase), content_tokens(thing))
     return tuple(dict.fromkeys(frozenset(f) for f in found if f))
+
+
+@lru_cache(maxsize=512)
+def _heads(q) -> frozenset[str]:
+    """Return the head nouns of what a question asks for, stemmed: the last content word of each phrase."""
+    thing = q.subject.rsplit("'s ", 1)[-1] if q.specific and q.subject not in q.names else None
+    phrases = (q.asked, q.slot_phrase, thing)
+    return frozenset(stem(w) for p in phrases if p for w in _WORD.findall(p.casefold())[-1:] if w not in STOPWORDS)
 
 
 def stated(q, m: MemoryRecord) -> frozenset[str]:
@@ -369,11 +389,15 @@ def stated(q, m: MemoryRecord) -> frozenset[str]:
 def _stated(q, text: str) -> frozenset[str]:
     # Kept per (question, text): recall reads it for the claim fit and again for current_first.
     words = _content(text)
-    if not any(2 * len(f & words) >= len(f) for f in focus(q)):
+    # Half the words of what is asked, and its head noun when it has several: "home insurance" is not said of
+    # "the home insurance policy number", whose head is "number".
+    heads = _heads(q)
+    if not any(2 * len(f & words) >= len(f) and (len(f) == 1 or not f & heads or f & heads & words)
+               for f in focus(q)):
         return frozenset()
     dated = q.wants in (None, "date")
     text = text if dated else _DATE.sub(" ", text)
-    text = _as_asked(q, text)
+    text = _as_asked(q, _LABEL.sub(" ", text))
     values = {n.replace(",", "") for n in _NUMBER.findall(text)}
     if dated:
         values |= {w for w in _words(text) if w in MONTHS}
@@ -444,7 +468,7 @@ def holds_the_type(q, texts: Sequence[str]) -> bool | None:
     """
     if q.wants not in ("money", "number"):
         return None
-    kept = [_as_asked(q, t) for t in texts]
+    kept = [_as_asked(q, _LABEL.sub(" ", t)) for t in texts]
     return any(_DIGIT.search(k) or q.wants == "number" and _NUMBER_WORD.search(k) for k in kept)
 
 
