@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from .extract.values import concrete, marks, value_type
 from .judge import value_kind
 from .model import CORRECTS_KEY, Candidate, Link, MemoryRecord
+from .normalise import same_value
 
 if TYPE_CHECKING:
     from .store import Store
@@ -48,6 +49,27 @@ def _numbers(text: str) -> list[tuple[int, str]]:
     return [(k, w.rstrip(".,")) for k, w in enumerate(words) if _WITH_DIGITS.fullmatch(w.rstrip(".,"))]
 
 
+def _label(text: str, number: str) -> str | None:
+    """Return the word said just before `number` in `text`, casefolded ("pitch" for "pitch 9"), or None."""
+    words = [w.strip(".,;:!?\"'()").casefold() for w in text.split()]
+    at = [k for k, w in enumerate(words) if w == number.casefold()]
+    return words[at[0] - 1] if len(at) == 1 and at[0] > 0 and words[at[0] - 1].isalpha() else None
+
+
+def _contrast(old: MemoryRecord, new: Candidate) -> tuple[str, str] | None:
+    """Return (the old word, the new one) of a correction said as a contrast, "X, not Y", when `old` says Y once:
+    X and Y are parallel ("it's Thursday, not Tuesday"; "plot 14B, not 41B"), of one type, one word each."""
+    was = (new.old_value or "").strip()
+    if not was or " " in was or not concrete(was):
+        return None
+    said = re.search(rf"([^\s,]+),?\s+not\s+{re.escape(was)}(?!\w)", new.text, re.I)
+    now = said.group(1).strip(".;:!?\"'()") if said else ""
+    found = re.findall(rf"(?<![\w€£$]){re.escape(was)}(?!\w)", old.text, re.I)
+    if not now or len(found) != 1 or value_type(now) != value_type(was) or now.casefold() == was.casefold():
+        return None
+    return found[0], now
+
+
 def moved(old: MemoryRecord, new: Candidate) -> tuple[str, str] | None:
     """Return (the word of `old`'s text the correction changes, the word it changes to), or None when unsure.
 
@@ -56,6 +78,9 @@ def moved(old: MemoryRecord, new: Candidate) -> tuple[str, str] | None:
     correction's subject and after it, as a complement follows its subject ("Elsie's in bed by 7:30 and
     Arlo at 8:15" for Arlo's bedtime). Dates (several words) are left alone.
     """
+    contrast = _contrast(old, new)
+    if contrast is not None:
+        return contrast
     kind = value_kind(new)
     if kind in (None, "date", "duration"):
         return None
@@ -66,6 +91,12 @@ def moved(old: MemoryRecord, new: Candidate) -> tuple[str, str] | None:
         found = [(k, w) for k, w in theirs if w.casefold() in said_old]
     else:
         found = [(k, w) for k, w in theirs if value_type(w) == value_type(mine[0])] if len(mine) == 1 else []
+    if len(found) > 1 and len(mine) == 1:
+        # A number names a thing with the noun before it ("pitch 22", "room 12"): the old one said with the
+        # noun the new one is said with ("swapped us to pitch 9") is the one it replaces.
+        label = _label(new.text, mine[0])
+        same = [(k, w) for k, w in found if label and _label(old.text, w) == label]
+        found = same if len(same) == 1 else found
     if len(found) > 1:
         near = {w.casefold() for w in (new.subject or "").replace("'s", " ").split()}
         at = [k for k, w in enumerate(old.text.split()) if w.strip(".,;:!?'\"").casefold().removesuffix("'s") in near]
@@ -80,13 +111,16 @@ def moved(old: MemoryRecord, new: Candidate) -> tuple[str, str] | None:
 
 def _other_facts(old: str, new: str, was: str) -> set[str]:
     """Return the values and names `old` says besides `was` that `new` does not: concrete words (a number, a
-    month, a weekday) and capitalised words inside a sentence."""
+    month, a weekday) and capitalised words inside a sentence, not a value it says is no longer so ("not 17B")."""
     words = old.split()
     said = {w.strip(".,;:!?\"'()").casefold().removesuffix("'s") for w in new.split()}
     out = set()
     for k, w in enumerate(words):
         bare = w.strip(".,;:!?\"'()").removesuffix("'s")
         named = k > 0 and bare[:1].isupper() and not words[k - 1].endswith((".", "!", "?"))
+        before = " ".join(words[max(0, k - 2):k]).casefold().replace(",", "")
+        if before.endswith((" not", " than", "instead of")) or before == "not":
+            continue  # "71B, not 17B", "instead of Tuesday", "rather than 8:15": a value said to be no longer so
         if bare and bare.casefold() != was.casefold() and bare.casefold() not in said and (concrete(bare) or named):
             out.add(bare)
     return out
@@ -168,6 +202,18 @@ def without(text: str, value: str | None) -> str | None:
             out = re.sub(r"\s+([,.;:!?])", r"\1", re.sub(r"\s{2,}", " ", out)).strip()
             return out[:1].upper() + out[1:]
     return None
+
+
+def unsaid(sibling: MemoryRecord, forgotten: MemoryRecord) -> Candidate | None:
+    """Return what a memory said in the same words as a forgotten one still holds, the forgotten value taken out
+    ("I'm 43 and doing grade 3 piano" without the age: "doing grade 3 piano"), or None when it cannot be taken
+    out as a conjunct, or is the sibling's own value."""
+    if not forgotten.value or same_value(forgotten.value, sibling.value):
+        return None
+    text = without(sibling.text, forgotten.value)
+    if text is None or text == sibling.text:
+        return None
+    return _derived(sibling, text, sibling.value)
 
 
 def rest(sibling: MemoryRecord, target: MemoryRecord, new: Candidate) -> Candidate | None:

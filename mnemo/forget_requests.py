@@ -55,7 +55,10 @@ def names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold
     if wanted and wanted <= said:
         return "marks"
     words = content_tokens(" ".join(filter(None, [m.text, m.subject, m.value, (m.attribute or "").replace("_", " ")])))
-    if c.subject and c.subject not in ("user", "team") and not c.attribute and entity:
+    if c.subject and c.subject not in ("user", "team") and not c.attribute and entity and (
+            entity == "same" or _head(c.subject) == _head(m.subject)):
+        # "forget my dog" reaches what was said of the dog; "forget the campsite gate code" names a code, so the
+        # campsite's other memories are no part of it (the head of a noun phrase is its last word).
         return "entity"
     terms = (set(spec.get("terms") or ()) or content_tokens(c.text)) - COMMAND_WORDS
     # A plain noun phrase ("the locker code") is the user's own thing said without "my": its words name it.
@@ -65,6 +68,12 @@ def names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold
     if sim >= threshold and (not c.subject or entity):
         return "similarity"
     return None
+
+
+def _head(subject: str | None) -> str:
+    """Return the head noun of an entity key, stemmed: its last word ("user's campsite gate code" -> "code")."""
+    words = (match.key(subject) or "").replace("'s ", " ").split()
+    return stem(words[-1]) if words else ""
 
 
 def forget_actions(r: Any, base: dict[str, Any]) -> list[Action]:

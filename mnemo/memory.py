@@ -259,7 +259,9 @@ class Memory:
                                              judge=self.judge, at=at, model=self.updates)
         if dry_run:
             return targets
-        gone = write_stage.forget_ids(self.store, [t.id for t in targets], reason=reason, at=at)
+        gone = write_stage.forget_ids(self.store, [t.id for t in targets], reason=reason, at=at,
+                                      named=[t.id for t in targets if targets.why.get(t.id) != write_stage.SAME_WORDS],
+                                      embedder=self.embedder, cfg=self.config)
         return Forgetting(gone, why=targets.why, nearest=targets.nearest, message=targets.message)
 
     def restore(self, memory_id: str, *, reason: str = "restored") -> MemoryRecord:

@@ -206,7 +206,9 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
         pool = retirable if c.subject else [j for j in range(len(a)) if r.free(j) and a[j].category not in
                                              NEVER_RETIRED]
         hits = [j for j in pool if not match.negated(a[j]) and match.holds(c.old_value, a[j].value)]
-        if not hits and c.subject:
+        if not hits and (c.subject or concrete(c.old_value)):
+            # Said in the text: by the claim's subject's memories, or, for a claim of no subject ("it's Thursday,
+            # not Tuesday"), by the one memory that says the weekday, the number or the date it replaces.
             hits = [j for j in pool if not match.negated(a[j]) and match.holds(c.old_value, None, a[j].text)]
         slotted = [j for j, _ in _aligned(r, hits)] if c.attribute else []
         hits = slotted or hits
@@ -286,8 +288,13 @@ def _nearest_of_kind(r: _Row) -> int | None:
         return None
     js.sort(key=lambda j: -float(r.sims[j]))
     top = float(r.sims[js[0]])
-    second = float(r.sims[js[1]]) if len(js) > 1 else 0.0
-    return js[0] if top >= NEAREST_FLOOR and top - second >= NEAREST_MARGIN else None
+    # The claims of one sentence ("Trevalgan Farm near St Ives, pitch 22, 3-10 August" holds a place and a pitch)
+    # are one candidate: the nearest other sentence is what the margin is measured against, and the claim whose
+    # own value is of the type moves (its siblings follow it, `write.carry`).
+    one = [j for j in js if a[j].text == a[js[0]].text and a[j].turn_id == a[js[0]].turn_id]
+    second = next((float(r.sims[j]) for j in js if j not in one), 0.0)
+    pick = next((j for j in one if value_kind(a[j]) == kind), js[0])
+    return pick if top >= NEAREST_FLOOR and top - second >= NEAREST_MARGIN else None
 
 
 _WITH_DIGITS = re.compile(r"\S*\d\S*")  # the words of a sentence that say a number: "€2,400", "15:10", "5mg"

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import validate
 from .config import Config
-from .corrections import corrected_words, moved, remainder, rest, restating, said_alike
+from .corrections import corrected_words, moved, remainder, rest, restating, said_alike, unsaid
 from .decay import ttl_for
 from .embed import PhraseVectors
 from .errors import InvalidInput
@@ -123,15 +123,26 @@ def carry(store: Store, embedder: Embedder, actions: Sequence[Action], candidate
     `pending`: the links the caller holds to write later.
     """
     targets: dict[int, list[str]] = {}
+    forgets = [a for a in actions if a.op == "forget" and a.target_id]
     for a in actions:
         if a.op == "supersede" and a.candidate is not None and a.target_id:
             targets.setdefault(id(a.candidate), []).append(a.target_id)
-    if not targets:
+    if not targets and not forgets:
         return list(actions), list(candidates), stored
-    found = store.get_many([t for ts in targets.values() for t in ts])
+    found = store.get_many([t for ts in targets.values() for t in ts] + [a.target_id for a in forgets])
     mixing: dict[int, tuple[str, str]] = {}
     kept: list[tuple[Candidate, MemoryRecord, Candidate]] = []
     moves: list[Action] = []
+    gone = {a.target_id for a in forgets}
+    for a in forgets:
+        # A forgotten memory's words must not stay in the other claims of its sentence: each goes too, and what
+        # it said besides the forgotten value is kept (`corrections.unsaid`).
+        for m, r in forgotten_siblings(store, [found[a.target_id]], gone):
+            gone.add(m.id)
+            moves.append(Action("forget", a.candidate, m.id, f"{a.reason} (said in the same words)",
+                                {**a.evidence, "match": SAME_WORDS}))
+            if r is not None:
+                kept.append((r, m, a.candidate))
     for k, c in enumerate(candidates):
         olds = [found[t] for t in targets.get(id(c), ()) if t in found]
         taken = {t for ts in targets.values() for t in ts} | {a.target_id for a in moves}
@@ -156,9 +167,24 @@ def carry(store: Store, embedder: Embedder, actions: Sequence[Action], candidate
         for n, k in enumerate(mixing):
             mixed = vecs[2 * n] + CONTEXT_WEIGHT * vecs[2 * n + 1]
             out[k] = mixed / (np.linalg.norm(mixed) or 1.0)
-    extra = [Action("add", r, reason=f"what {o.id} said besides the value it corrects ({c.text!r})",
-                    evidence={"remainder_of": o.id, "correction": c.text}) for r, o, c in kept]
+    extra = [Action("add", r, reason=f"what {o.id} said besides the value {'forgotten' if o.id in gone else 'it corrects'}"
+                    f" ({c.text!r})", evidence={"remainder_of": o.id, "correction": c.text}) for r, o, c in kept]
     return [*actions, *moves, *extra], [*candidates, *(r for r, _, _ in kept)], out
+
+
+SAME_WORDS = "same words"  # why a memory is forgotten with another: it was said in the same words
+
+
+def forgotten_siblings(store: Store, olds: Sequence[MemoryRecord], taken: set[str] = frozenset()
+                       ) -> list[tuple[MemoryRecord, Candidate | None]]:
+    """Return the active memories said in the same words as a forgotten one (`said_alike`), each with what it
+    still holds without the forgotten value (`unsaid`), or None when that cannot be said without it."""
+    out: dict[str, tuple[MemoryRecord, Candidate | None]] = {}
+    for o in olds:
+        for m in said_alike(store, [o]):
+            if m.id not in taken and m.id not in out:
+                out[m.id] = (m, unsaid(m, o))
+    return list(out.values())
 
 
 def slot_phrase(item: Candidate | MemoryRecord) -> str | None:
@@ -555,23 +581,44 @@ def forget_targets(store: Store, embedder: Embedder, query: str, *, user: str, c
     actions = plan(store, user, commands, vecs, cfg, judge, embedder, model=model)
     why = {a.target_id: str(a.evidence.get("match", "")) for a in actions if a.op == "forget" and a.target_id}
     found = store.get_many(list(why))
+    for m, _ in forgotten_siblings(store, list(found.values()), set(why)):
+        # The other claims of a forgotten memory's sentence say it too: they go with it (`forget_ids` keeps the rest).
+        why[m.id], found[m.id] = SAME_WORDS, m
     ignored = [a for a in actions if a.op == "ignore"]
     nearest = [n for a in ignored for n in a.evidence.get("nearest", [])]
     message = "" if why else "; ".join(dict.fromkeys(a.reason for a in ignored)) or "nothing matched"
     return Forgetting([found[i] for i in why if i in found], why=why, nearest=nearest, message=message)
 
 
-def forget_ids(store: Store, ids: list[str], *, reason: str, at: datetime) -> list[MemoryRecord]:
-    """Tombstone the given active memories as forgotten, with one event each; return them."""
+def forget_ids(store: Store, ids: list[str], *, reason: str, at: datetime, named: Sequence[str] = (),
+               embedder: Embedder | None = None, cfg: Config | None = None) -> list[MemoryRecord]:
+    """Tombstone the given active memories as forgotten, with one event each; return them.
+
+    `named`: those of `ids` the request named; the others go because one of them was said in the same words
+    (`forget_targets`), and each leaves what it said besides the forgotten value as a derived memory
+    (`corrections.unsaid`, embedded with `embedder`), in the same transaction.
+    """
     gone: list[MemoryRecord] = []
+    olds = store.get_many(ids)
+    rests = [] if embedder is None or cfg is None else [
+        (r, m) for m, r in forgotten_siblings(store, [olds[n] for n in named if n in olds and olds[n].active],
+                                              set(named)) if r is not None and m.id in olds]
     with store.transaction():
         for mid in ids:
-            old = store.get(mid)
+            old = olds.get(mid) or store.get(mid)
             if not old.active:
                 continue
             store.set_status(mid, "forgotten", reason=reason, at=at)
             store.insert_events([_event(mid, at, "forgotten", old.status, "forgotten", reason)])
             gone.append(replace(old, status="forgotten", status_reason=reason, status_at=at))
+        if rests:
+            made = [materialise(r, Turn(m.turn_id or new_id("t"), m.user, "", at, m.session, m.agent), cfg)
+                    for r, m in rests]
+            store.insert_memories(made, np.asarray(embedder.embed([x.text for x in made]), np.float32))
+            why = "what a forgotten memory's sentence said besides the value forgotten"
+            store.insert_events([_event(x.id, at, "created", None, "active", why, {"remainder_of": m.id})
+                                 for x, (_, m) in zip(made, rests, strict=True)])
+            store.insert_links([Link(x.id, m.id, "supersedes", at) for x, (_, m) in zip(made, rests, strict=True)])
     return gone
 
 

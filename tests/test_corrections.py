@@ -140,3 +140,27 @@ def test_values_said_together_are_kept_in_their_words_and_one_taken_back_leaves_
 ])
 def test_a_conjunct_is_taken_out_with_the_word_that_joined_it(text, value, left):
     assert without(text, value) == left
+
+
+def test_a_move_to_another_numbered_thing_moves_the_sentence_that_said_the_old_one():
+    """ "They've moved us to room 118" names a room by its number, as "room 214" did in a sentence that said
+    the place and the dates too: that sentence's claims (one text) are superseded together, kept with room 118."""
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        m.remember("Booked the holiday! Seaview Lodge in Whitby, room 214, 3-7 June", user="u", at=T0)
+        m.remember("any tips for rainy days on the coast with kids?", user="u", at=T0)
+        m.remember("the lodge rang, they've moved us to room 118 because 214's got a leak", user="u",
+                   at=T0 + timedelta(days=30))
+        active = [r.text for r in m.memories("u")]
+        assert not any("room 214" in t for t in active), active
+        assert "Booked the holiday. Seaview Lodge in Whitby, room 118, 3-7 June." in active, active
+
+
+@pytest.mark.parametrize("old, turn, kept", [
+    ("Seaview Lodge in Whitby, room 214, 3-7 June.", "They've moved us to room 118.",
+     "Seaview Lodge in Whitby, room 118, 3-7 June."),
+    ("Bus 42 from stop 7 at 8:10.", "It's from stop 9 now.", "Bus 42 from stop 9 at 8:10."),
+])
+def test_of_two_numbers_the_one_said_with_the_same_noun_is_the_one_replaced(old, turn, kept):
+    claim = next(c for c in extract_offline(turn) if c.value and any(ch.isdigit() for ch in c.value))
+    r = remainder(_old(old), claim)
+    assert r is not None and r.text == kept

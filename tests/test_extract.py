@@ -613,3 +613,26 @@ def test_an_s_after_a_noun_is_read_by_what_follows_it(text, subject, value):
     claim = extract_offline(text, now=NOW)[0]
     assert claim.subject == subject and value in (claim.value or "")
     assert claim.text.startswith(text.split("'s")[0] + "'s")  # kept as said: the words are not rewritten
+
+
+@pytest.mark.parametrize(("turn", "value"), [
+    ("they've moved us to room 118 because 214's got a leak", "room 118"),
+    ("The school moved her to table 4.", "table 4"),
+])
+def test_a_change_to_a_thing_named_by_its_number_is_read_as_one(turn, value):
+    """The tagger reads the noun after "to" as a verb ("to room"); with a number as its object it names a thing."""
+    claims = [c for c in extract_offline(turn) if c.value == value]
+    assert claims and claims[0].meta.get("change_cue"), [(c.attribute, c.value) for c in extract_offline(turn)]
+
+
+@pytest.mark.parametrize(("turn", "subject", "value"), [
+    ("I'm 51 and doing my grade 5 flute this term", "user", "51"),
+    ("I'm 29, so not old yet", "user", "29"),
+    ("I am 64.", "user", "64"),
+])
+def test_a_bare_number_said_of_a_person_is_their_age(turn, subject, value):
+    claims = [c for c in extract_offline(turn) if c.attribute == "age"]
+    assert claims and claims[0].subject == subject and claims[0].value == value, \
+        [(c.subject, c.attribute, c.value) for c in extract_offline(turn)]
+    # A thing's number is not an age.
+    assert not [c for c in extract_offline("The table is 4.") if c.attribute == "age"]

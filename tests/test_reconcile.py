@@ -419,6 +419,8 @@ FORGET_STATE = [
     memory("l1", "The lead time for IC-MC-44 is 21 days.", subject="IC-MC-44", attribute="lead_time",
            value="21 days"),
     memory("l2", "The lead time for S-208 is 21 days.", subject="S-208", attribute="lead_time", value="21 days"),
+    memory("g1", "The marina gave us berth 12 for the season.", subject="marina", attribute="give", value="berth 12"),
+    memory("g2", "The marina also sent the gate code, it's 5521.", subject="marina", attribute="is", value="5521"),
 ]
 
 
@@ -434,6 +436,9 @@ def _forgets(text: str, state=FORGET_STATE) -> tuple[list[str], list[Action]]:
     ("Forget that I live in Lisbon.", ["c1"]),
     ("Forget about the dentist appointment.", ["d1"]),
     ("Forget the lead time for IC-MC-44.", ["l1"]),
+    # The head of "the marina gate code" is the code: the marina's berth is no part of it.
+    ("Forget the marina gate code.", ["g2"]),
+    ("Forget everything about the marina.", ["g1", "g2"]),
 ])
 def test_forget_targets_exactly_what_is_named(text, targets):
     found, actions = _forgets(text)

@@ -166,6 +166,10 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
                 phrase = "is_a"
             elif phrase == "is" and vtype == "name" and subj_entity.person:
                 phrase = "name"
+            elif phrase == "is" and subj_entity.person and len(value_tokens) == 1 and value_tokens[0].tag_ == "CD" \
+                    and value_tokens[0].text.isdigit() and int(value_tokens[0].text) < 130:
+                # "I'm 43", "Elsie's 6": a bare number said of a person is their age.
+                phrase, vtype = "age", "age"
         elif c.change and c.obj is None and c.prep == "to" and not (
                 c.verb.lemma_ in ("move", "relocate") and vtype in ("place", "name", "org")):
             phrase = TYPED_SLOTS.get(vtype, c.verb.lemma_)

@@ -306,7 +306,9 @@ def _values(c: Clause, clause: set[int]) -> None:
             c.value = _value_run(replace_with, clause, {"because", "and", "but", "after", "since"})
             c.change, c.prep = bool(c.value), "to"
     # A capitalised word after "to" mid-sentence is a name the tagger took for an infinitive ("to RabbitMQ").
-    to_value = to is not None and (to.head.tag_ != "VB" or to.head.text[:1].isupper())
+    # So is a word after "to" with a number as its object ("swapped us to pitch 9"): a thing named by its number.
+    to_value = to is not None and (to.head.tag_ != "VB" or to.head.text[:1].isupper() or (
+        to.head.i + 1 < len(to.doc) and to.doc[to.head.i + 1].tag_ == "CD" and to.doc[to.head.i + 1].head.i == to.head.i))
     if not c.change and to_value and (change_verb or c.particle in ("up", "down")
                                       or any(t.lower_ in ("up", "down") and t.i < to.i for t in own)):
         c.value = _value_run(to, clause, {"because", "from", "and", "but", "so", "after", "since"})
