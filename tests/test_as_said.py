@@ -107,6 +107,17 @@ def test_a_turn_of_only_small_talk_stores_nothing(mem, turn):
     assert _said(mem, turn) == []
 
 
+@pytest.mark.parametrize(("turn", "text"), [
+    ("It was a blend of jazz and folk.", "It was a blend of jazz and folk."),
+    ("Sam: What was the band like?\nPriya: It was a blend of jazz and folk.", "Priya: It was a blend of jazz and folk."),
+])
+def test_a_sentence_that_leans_on_the_last_turn_but_says_enough_is_kept_as_said(mem, turn, text):
+    """An answer to what was asked before ("What was the band like?") names nothing, but its words are the
+    evidence: with nothing in its turn to lean on it is kept as said, never dropped."""
+    kept = _said(mem, turn)
+    assert [m.text for m in kept] == [text], [m.text for m in kept]
+
+
 def test_a_short_sentence_is_kept_beside_the_one_before_it(mem):
     kept = _said(mem, "I finally finished the oak bookshelf for the hallway. It took three weekends.")
     # "It took three weekends" says nothing alone: its words go with the sentence it follows (its claim

@@ -213,8 +213,9 @@ def attach_fragments(said: list[list[Candidate]]) -> list[list[Candidate]]:
     (or the next one), as said, so nothing is stored that is not a sentence and nothing said is
     lost. A turn made only of fragments stores nothing but what stands without a neighbour: a claim
     about someone or something named, a short sentence that does not lean on what came before
-    (`SHORT`: "Table for six at Luca's, Friday 8pm."), and one that leans but names something
-    (`names_a_thing`: "This is from Osaka Miami!"), kept as said.
+    (`SHORT`: "Table for six at Luca's, Friday 8pm."), one that leans but names something
+    (`names_a_thing`: "This is from Osaka Miami!"), and one that says enough alone (`informative`: "It was a
+    mix of drama and romance."), kept as said.
     """
     out: list[list[Candidate]] = []
     waiting: list[Candidate] = []
@@ -240,7 +241,7 @@ def attach_fragments(said: list[list[Candidate]]) -> list[list[Candidate]]:
     # it's 84, not 48."), a short sentence whole in itself, or one that names something, is kept in its own
     # words; the rest ("Looks great.") says nothing alone.
     out.append([c for c in waiting if (_claims(c) and (c.subject or c.old_value))
-                or c.meta.get("fragment") == SHORT or c.meta.get("names")])
+                or c.meta.get("fragment") == SHORT or c.meta.get("names") or c.meta.get("informative")])
     return out
 
 

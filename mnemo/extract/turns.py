@@ -534,6 +534,11 @@ def _sentence(sent: Any, raw: str, st: TurnState, speaker: Speaker, emphasis: bo
         found = [replace(c, category="instruction", kind="procedural", importance=max(
             c.importance, BASE_IMPORTANCE["instruction"])) if c.category in ("fact", "note", "event") else c
             for c in found]
+    if found and all(c.meta.get("fragment") for c in found) and content_words(sent) >= 3 and \
+            _informative(text, to_a_person=speaker.key != "user"):
+        # "It was a mix of drama and romance.": it leans on what came before, but says enough (a verb, three content
+        # words) to be kept as said when the turn has nothing to join it to (`said.attach_fragments`).
+        found = [replace(c, meta={**c.meta, "informative": True}) for c in found]
     if not found and _informative(text, to_a_person=speaker.key != "user"):
         note = _note(sent, raw, category="event" if sent.root.tag_ == "VBD" else "note", me=speaker)
         if leans_on_context(sent):
