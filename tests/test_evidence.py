@@ -195,6 +195,7 @@ def said(text: str, subject: str = "user") -> MemoryRecord:
     ("user's grandfather", "My gran's moved to the ward on the second floor.", False),
     ("user's sister's car", "The car needs new tyres.", False),  # another owner
     ("user's allotment plot", "Dad's plot is by the gate.", False),  # the head, but someone else's
+    ("user's father", "My PA booked the train for Monday.", False),  # an abbreviation, not kin
 ])
 def test_a_memory_is_about_a_thing_it_names_by_its_head_noun_or_everyday_kin_word(thing, text, about):
     assert evidence.about(thing, said(text), {}) is about
