@@ -164,3 +164,14 @@ def test_of_two_numbers_the_one_said_with_the_same_noun_is_the_one_replaced(old,
     claim = next(c for c in extract_offline(turn) if c.value and any(ch.isdigit() for ch in c.value))
     r = remainder(_old(old), claim)
     assert r is not None and r.text == kept
+
+
+def test_a_figure_said_to_be_new_replaces_the_old_one():
+    """ "she's on 07700 900222, new phone": a number said with "new" is a change, though no verb says one."""
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        m.remember("our cleaner Dorota comes on fridays, her number is 07700 900111", user="u", at=T0)
+        m.remember("any tips for getting red wine out of a rug?", user="u", at=T0 + timedelta(days=1))
+        m.remember("Dorota texted, she's on 07700 900222, new phone", user="u", at=T0 + timedelta(days=2))
+        active = [r.text for r in m.memories("u")]
+        assert not any("900111" in t for t in active), active
+        assert any("900222" in t for t in active) and any("fridays" in t for t in active), active

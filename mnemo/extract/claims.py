@@ -61,7 +61,7 @@ from .slots import (
     role_noun,
     slot_words_key,
 )
-from .values import marks, value_type
+from .values import concrete, marks, value_type
 
 Token = Any
 
@@ -309,7 +309,8 @@ class _Frame:
         if additive:
             # "I also speak German now": an additive particle adds a value, whatever change the clause reads.
             meta["additive"] = True
-        elif c.change:
+        elif c.change or (concrete(value) and any(t.lower_ == "new" and t.tag_ == "JJ" for t in c.tokens)):
+            # "she's on 07700 900877, new phone", "the new price is £40": a figure said to be new replaces one.
             meta["change_cue"] = True
         if c.aspect:
             meta["aspect"] = c.aspect
