@@ -16,7 +16,7 @@ every current memory that restates the value, the remainder and the correction a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING
 
 from .extract.values import concrete, marks, value_type
@@ -226,3 +226,18 @@ def rest(sibling: MemoryRecord, target: MemoryRecord, new: Candidate) -> Candida
     if text is None or text == sibling.text:
         return None
     return _derived(sibling, text, sibling.value)
+
+
+SAME_WORDS = "same words"  # why a memory is forgotten with another: it was said in the same words
+
+
+def forgotten_siblings(store: Store, olds: Sequence[MemoryRecord], taken: Set[str] = frozenset()
+                       ) -> list[tuple[MemoryRecord, Candidate | None]]:
+    """Return the active memories said in the same words as a forgotten one (`said_alike`), each with what it
+    still holds without the forgotten value (`unsaid`), or None when that cannot be said without it."""
+    out: dict[str, tuple[MemoryRecord, Candidate | None]] = {}
+    for o in olds:
+        for m in said_alike(store, [o]):
+            if m.id not in taken and m.id not in out:
+                out[m.id] = (m, unsaid(m, o))
+    return list(out.values())

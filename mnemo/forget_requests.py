@@ -76,6 +76,20 @@ def _head(subject: str | None) -> str:
     return stem(words[-1]) if words else ""
 
 
+def _by_value(named: list[tuple[int, str]], a: list[MemoryRecord], terms: set[str]) -> list[tuple[int, str]]:
+    """Return `named` with, of the claims of one sentence (one text, one turn), only those whose value the
+    request names ("forget the mandolin" of "I play the oboe and the mandolin"), when any: the others go as
+    said in the same words, and what they said besides it is kept (`corrections.unsaid`)."""
+    groups: dict[tuple[str, str | None], list[tuple[int, str]]] = {}
+    for f in named:
+        groups.setdefault((a[f[0]].text, a[f[0]].turn_id), []).append(f)
+    out = []
+    for group in groups.values():
+        valued = [f for f in group if terms & content_tokens(a[f[0]].value)] if len(group) > 1 else group
+        out += valued or group
+    return out
+
+
 def forget_actions(r: Any, base: dict[str, Any]) -> list[Action]:
     """Return the forget actions of one forget command, or one ignore action saying why."""
     c, a, cfg = r.c, r.active, r.cfg
@@ -100,6 +114,7 @@ def forget_actions(r: Any, base: dict[str, Any]) -> list[Action]:
             # A named slot is precise: loose word, name and similarity matches no longer count, named values do.
             named = tier + [f for f in named if f[1] == "value"]
             break
+    named = _by_value(named, a, (set(spec.get("terms") or ()) or content_tokens(c.text)) - COMMAND_WORDS)
     qualifier = spec.get("qualifier")
     if qualifier in ("old", "previous", "former", "current", "new") and named:
         newest = max(named, key=lambda f: (a[f[0]].created_at is not None, a[f[0]].created_at or 0, f[0]))

@@ -17,7 +17,7 @@ from . import answer as answer_stage
 from . import assess as assess_stage
 from . import audit as audit_stage
 from . import decay as decay_stage
-from . import portable, validate
+from . import forgetting, portable, validate
 from . import recall as recall_stage
 from . import recover as recover_stage
 from . import write as write_stage
@@ -250,25 +250,25 @@ class Memory:
             target = self.store.get(memory_id)
             if dry_run or not target.active:
                 return [target] if target.active else []
-            return write_stage.forget_ids(self.store, [target.id], reason=reason, at=at)
+            return forgetting.forget_ids(self.store, [target.id], reason=reason, at=at)
         if not query or not user:
             raise InvalidInput("forget() needs a memory id, or query= and user=")
         validate.text(query, "query")
         validate.name(user, "user")
-        targets = write_stage.forget_targets(self.store, self.embedder, query, user=user, cfg=self.config,
-                                             judge=self.judge, at=at, model=self.updates)
+        targets = forgetting.forget_targets(self.store, self.embedder, query, user=user, cfg=self.config,
+                                            judge=self.judge, at=at, model=self.updates)
         if dry_run:
             return targets
-        gone = write_stage.forget_ids(self.store, [t.id for t in targets], reason=reason, at=at,
-                                      named=[t.id for t in targets if targets.why.get(t.id) != write_stage.SAME_WORDS],
-                                      embedder=self.embedder, cfg=self.config)
+        gone = forgetting.forget_ids(self.store, [t.id for t in targets], reason=reason, at=at,
+                                     named=[t.id for t in targets if targets.why.get(t.id) != forgetting.SAME_WORDS],
+                                     embedder=self.embedder, cfg=self.config)
         return Forgetting(gone, why=targets.why, nearest=targets.nearest, message=targets.message)
 
     def restore(self, memory_id: str, *, reason: str = "restored") -> MemoryRecord:
         """Reverse a tombstone: the memory is active again (and its successor, if any, stays active)."""
         validate.name(memory_id, "memory_id")
         validate.storable(reason, "reason")
-        return write_stage.restore(self.store, memory_id, reason=reason, at=self.clock.now())
+        return forgetting.restore(self.store, memory_id, reason=reason, at=self.clock.now())
 
     # ----------------------------------------------------------------- forgetting over time
     def decay(self, at: datetime | None = None) -> list[tuple[str, float]]:

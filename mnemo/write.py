@@ -16,10 +16,18 @@ import numpy as np
 
 from . import validate
 from .config import Config
-from .corrections import corrected_words, moved, remainder, rest, restating, said_alike, unsaid
+from .corrections import (
+    SAME_WORDS,
+    corrected_words,
+    forgotten_siblings,
+    moved,
+    remainder,
+    rest,
+    restating,
+    said_alike,
+)
 from .decay import ttl_for
 from .embed import PhraseVectors
-from .errors import InvalidInput
 from .extract import AHEAD, extract, parse_later, parsed_texts, read_ahead, start_parse_worker
 from .model import (
     CONTEXT_KEY,
@@ -27,7 +35,6 @@ from .model import (
     Action,
     Candidate,
     Event,
-    Forgetting,
     Link,
     MemoryRecord,
     Supersession,
@@ -170,21 +177,6 @@ def carry(store: Store, embedder: Embedder, actions: Sequence[Action], candidate
     extra = [Action("add", r, reason=f"what {o.id} said besides the value {'forgotten' if o.id in gone else 'it corrects'}"
                     f" ({c.text!r})", evidence={"remainder_of": o.id, "correction": c.text}) for r, o, c in kept]
     return [*actions, *moves, *extra], [*candidates, *(r for r, _, _ in kept)], out
-
-
-SAME_WORDS = "same words"  # why a memory is forgotten with another: it was said in the same words
-
-
-def forgotten_siblings(store: Store, olds: Sequence[MemoryRecord], taken: set[str] = frozenset()
-                       ) -> list[tuple[MemoryRecord, Candidate | None]]:
-    """Return the active memories said in the same words as a forgotten one (`said_alike`), each with what it
-    still holds without the forgotten value (`unsaid`), or None when that cannot be said without it."""
-    out: dict[str, tuple[MemoryRecord, Candidate | None]] = {}
-    for o in olds:
-        for m in said_alike(store, [o]):
-            if m.id not in taken and m.id not in out:
-                out[m.id] = (m, unsaid(m, o))
-    return list(out.values())
 
 
 def slot_phrase(item: Candidate | MemoryRecord) -> str | None:
@@ -432,7 +424,7 @@ def materialise(candidate: Candidate, turn: Turn, cfg: Config) -> MemoryRecord:
     )
 
 
-def _event(memory_id: str, at: datetime, action: str, before: str | None, after: str | None, reason: str,
+def new_event(memory_id: str, at: datetime, action: str, before: str | None, after: str | None, reason: str,
            evidence: dict[str, Any] | None = None, other: str | None = None) -> Event:
     return Event(new_id("e"), memory_id, at, action, before, after, reason, dict(evidence or {}), other)
 
@@ -474,7 +466,7 @@ def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], ve
         new = created.get(row_of.get(id(action.candidate), -1)) if action.candidate is not None else None
         if action.op == "add" and new is not None:
             report.added.append(new)
-            events.append(_event(new.id, at, "created", None, "active", action.reason, action.evidence))
+            events.append(new_event(new.id, at, "created", None, "active", action.reason, action.evidence))
             if action.evidence.get("remainder_of"):
                 # What a superseded memory said besides the corrected value: its history is that memory's.
                 links.append(Link(new.id, action.evidence["remainder_of"], "supersedes", at))
@@ -485,24 +477,24 @@ def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], ve
             if new.id not in born:
                 # A retraction may retire several memories; its successor is created once.
                 born.add(new.id)
-                events.append(_event(new.id, at, "created", None, "active", reason, action.evidence))
-            events.append(_event(old.id, at, "superseded", old.status, "superseded", reason,
+                events.append(new_event(new.id, at, "created", None, "active", reason, action.evidence))
+            events.append(new_event(old.id, at, "superseded", old.status, "superseded", reason,
                                  action.evidence, new.id))
             links.append(Link(new.id, old.id, "supersedes", at))
             report.superseded.append(Supersession(old, new, reason, action.evidence))
         elif action.op == "corroborate" and action.target_id:
             store.corroborate(action.target_id, at)
-            events.append(_event(action.target_id, at, "corroborated", "active", "active", action.reason,
+            events.append(new_event(action.target_id, at, "corroborated", "active", "active", action.reason,
                                  action.evidence, turn.id))
             report.corroborated.append((store.get(action.target_id), action.evidence))
         elif action.op == "duplicate" and action.target_id:
-            events.append(_event(action.target_id, at, "duplicate", "active", "active", action.reason,
+            events.append(new_event(action.target_id, at, "duplicate", "active", "active", action.reason,
                                  action.evidence, turn.id))
             report.duplicates.append((store.get(action.target_id), action.evidence))
         elif action.op == "forget" and action.target_id:
             old = store.get(action.target_id)
             store.set_status(old.id, "forgotten", reason=action.reason, at=at)
-            events.append(_event(old.id, at, "forgotten", old.status, "forgotten", action.reason,
+            events.append(new_event(old.id, at, "forgotten", old.status, "forgotten", action.reason,
                                  action.evidence, turn.id))
             report.forgotten.append((replace(old, status="forgotten"), action.reason))
         else:
@@ -561,74 +553,3 @@ def _depends_links(store: Store, new: MemoryRecord, created: dict[int, MemoryRec
         return []
     root = max(roots, key=lambda m: (m.created_at is not None, m.created_at or at))
     return [Link(new.id, root.id, "depends_on", at)]
-
-
-def forget_targets(store: Store, embedder: Embedder, query: str, *, user: str, cfg: Config,
-                   judge: Callable[[Candidate, MemoryRecord], dict], at: datetime,
-                   model: UpdateModel | None = None) -> Forgetting:
-    """Return exactly the active memories a forget request names, by the same plan as "forget ..." turns.
-
-    The result says why each matched; when nothing did, its message says so and `nearest` lists
-    the closest memories, never taken.
-    """
-    from .extract import extract_offline
-
-    phrase = query if query.lower().lstrip().startswith("forget") else f"Forget {query}"
-    commands = [c for c in extract_offline(phrase, now=at, cfg=cfg.write, user=user) if c.command == "forget"]
-    if not commands:
-        commands = [Candidate(text=query, command="forget", kind="semantic", category="note")]
-    vecs = embedder.embed([c.text for c in commands])
-    actions = plan(store, user, commands, vecs, cfg, judge, embedder, model=model)
-    why = {a.target_id: str(a.evidence.get("match", "")) for a in actions if a.op == "forget" and a.target_id}
-    found = store.get_many(list(why))
-    for m, _ in forgotten_siblings(store, list(found.values()), set(why)):
-        # The other claims of a forgotten memory's sentence say it too: they go with it (`forget_ids` keeps the rest).
-        why[m.id], found[m.id] = SAME_WORDS, m
-    ignored = [a for a in actions if a.op == "ignore"]
-    nearest = [n for a in ignored for n in a.evidence.get("nearest", [])]
-    message = "" if why else "; ".join(dict.fromkeys(a.reason for a in ignored)) or "nothing matched"
-    return Forgetting([found[i] for i in why if i in found], why=why, nearest=nearest, message=message)
-
-
-def forget_ids(store: Store, ids: list[str], *, reason: str, at: datetime, named: Sequence[str] = (),
-               embedder: Embedder | None = None, cfg: Config | None = None) -> list[MemoryRecord]:
-    """Tombstone the given active memories as forgotten, with one event each; return them.
-
-    `named`: those of `ids` the request named; the others go because one of them was said in the same words
-    (`forget_targets`), and each leaves what it said besides the forgotten value as a derived memory
-    (`corrections.unsaid`, embedded with `embedder`), in the same transaction.
-    """
-    gone: list[MemoryRecord] = []
-    olds = store.get_many(ids)
-    rests = [] if embedder is None or cfg is None else [
-        (r, m) for m, r in forgotten_siblings(store, [olds[n] for n in named if n in olds and olds[n].active],
-                                              set(named)) if r is not None and m.id in olds]
-    with store.transaction():
-        for mid in ids:
-            old = olds.get(mid) or store.get(mid)
-            if not old.active:
-                continue
-            store.set_status(mid, "forgotten", reason=reason, at=at)
-            store.insert_events([_event(mid, at, "forgotten", old.status, "forgotten", reason)])
-            gone.append(replace(old, status="forgotten", status_reason=reason, status_at=at))
-        if rests:
-            made = [materialise(r, Turn(m.turn_id or new_id("t"), m.user, "", at, m.session, m.agent), cfg)
-                    for r, m in rests]
-            store.insert_memories(made, np.asarray(embedder.embed([x.text for x in made]), np.float32))
-            why = "what a forgotten memory's sentence said besides the value forgotten"
-            store.insert_events([_event(x.id, at, "created", None, "active", why, {"remainder_of": m.id})
-                                 for x, (_, m) in zip(made, rests, strict=True)])
-            store.insert_links([Link(x.id, m.id, "supersedes", at) for x, (_, m) in zip(made, rests, strict=True)])
-    return gone
-
-
-def restore(store: Store, memory_id: str, *, reason: str, at: datetime) -> MemoryRecord:
-    """Make a tombstoned memory active again, recording who it came back from."""
-    old = store.get(memory_id)
-    if old.active:
-        raise InvalidInput(f"memory {memory_id} is already active")
-    with store.transaction():
-        store.set_status(memory_id, "active", reason=reason, at=at)
-        store.insert_events([_event(memory_id, at, "restored", old.status, "active", reason,
-                                    {"was": old.status_reason, "successor": old.successor_id})])
-    return store.get(memory_id)
