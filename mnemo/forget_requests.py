@@ -60,7 +60,7 @@ def names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold
         # "forget my dog" reaches what was said of the dog; "forget the campsite gate code" names a code, so the
         # campsite's other memories are no part of it (the head of a noun phrase is its last word).
         return "entity"
-    terms = (set(spec.get("terms") or ()) or content_tokens(c.text)) - COMMAND_WORDS
+    terms = _terms(c)
     # A plain noun phrase ("the locker code") is the user's own thing said without "my": its words name it.
     if terms and terms <= words and (not c.subject or c.subject in ("user", "team") or entity or wanted
                                      or match.soft(c)):
@@ -68,6 +68,11 @@ def names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold
     if sim >= threshold and (not c.subject or entity):
         return "similarity"
     return None
+
+
+def _terms(c: Candidate) -> set[str]:
+    """Return the words a forget request names its memories by: its terms, else its content words."""
+    return (set((c.meta.get("forget") or {}).get("terms") or ()) or content_tokens(c.text)) - COMMAND_WORDS
 
 
 def _head(subject: str | None) -> str:
@@ -114,7 +119,7 @@ def forget_actions(r: Any, base: dict[str, Any]) -> list[Action]:
             # A named slot is precise: loose word, name and similarity matches no longer count, named values do.
             named = tier + [f for f in named if f[1] == "value"]
             break
-    named = _by_value(named, a, (set(spec.get("terms") or ()) or content_tokens(c.text)) - COMMAND_WORDS)
+    named = _by_value(named, a, _terms(c))
     qualifier = spec.get("qualifier")
     if qualifier in ("old", "previous", "former", "current", "new") and named:
         newest = max(named, key=lambda f: (a[f[0]].created_at is not None, a[f[0]].created_at or 0, f[0]))
