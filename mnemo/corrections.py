@@ -11,6 +11,10 @@ correction the old memory's words as context (`write.carry`), and, when the old 
 things, keeps them in a derived memory: the old sentence with the corrected value replaced by the new
 one, so that superseding one value never retires the facts said beside it. A later correction then moves
 every current memory that restates the value, the remainder and the correction alike (`restating`).
+
+Forgetting is carried the same way: the other claims of a forgotten memory's sentence (one text, one turn:
+`said_alike`) say what was forgotten, so they go with it, and what they said besides it is kept
+(`forgotten_siblings`, `unsaid`).
 """
 
 from __future__ import annotations
@@ -210,7 +214,12 @@ def unsaid(sibling: MemoryRecord, forgotten: MemoryRecord) -> Candidate | None:
     out as a conjunct, or is the sibling's own value."""
     if not forgotten.value or same_value(forgotten.value, sibling.value):
         return None
-    text = without(sibling.text, forgotten.value)
+    return _without(sibling, forgotten.value)
+
+
+def _without(sibling: MemoryRecord, value: str | None) -> Candidate | None:
+    """Return the derived memory that says `sibling`'s sentence without the conjunct `value`, or None."""
+    text = without(sibling.text, value)
     if text is None or text == sibling.text:
         return None
     return _derived(sibling, text, sibling.value)
@@ -220,12 +229,7 @@ def rest(sibling: MemoryRecord, target: MemoryRecord, new: Candidate) -> Candida
     """Return what a memory said in the same words as a corrected one still holds: the new value in place of the
     old (`remainder`), or, when none replaces it, the sentence without the corrected conjunct."""
     found = remainder(sibling, new)
-    if found is not None:
-        return found
-    text = without(sibling.text, target.value)
-    if text is None or text == sibling.text:
-        return None
-    return _derived(sibling, text, sibling.value)
+    return found if found is not None else _without(sibling, target.value)
 
 
 SAME_WORDS = "same words"  # why a memory is forgotten with another: it was said in the same words
