@@ -29,9 +29,6 @@ from .write import materialise, new_event, plan
 if TYPE_CHECKING:
     from .embed import Embedder
 
-__all__ = ["SAME_WORDS", "forget_ids", "forget_targets", "restore"]
-
-
 def forget_targets(store: Store, embedder: Embedder, query: str, *, user: str, cfg: Config,
                    judge: Callable[[Candidate, MemoryRecord], dict], at: datetime,
                    model: UpdateModel | None = None) -> Forgetting:
@@ -50,28 +47,29 @@ def forget_targets(store: Store, embedder: Embedder, query: str, *, user: str, c
     actions = plan(store, user, commands, vecs, cfg, judge, embedder, model=model)
     why = {a.target_id: str(a.evidence.get("match", "")) for a in actions if a.op == "forget" and a.target_id}
     found = store.get_many(list(why))
-    for m, _ in forgotten_siblings(store, list(found.values()), set(why)):
-        # The other claims of a forgotten memory's sentence say it too: they go with it (`forget_ids` keeps the rest).
+    kept = []
+    for m, rest in forgotten_siblings(store, list(found.values()), set(why)):
+        # The other claims of a forgotten memory's sentence say it too: they go with it, what else they said kept.
         why[m.id], found[m.id] = SAME_WORDS, m
+        kept += [(rest, m)] if rest is not None else []
     ignored = [a for a in actions if a.op == "ignore"]
     nearest = [n for a in ignored for n in a.evidence.get("nearest", [])]
     message = "" if why else "; ".join(dict.fromkeys(a.reason for a in ignored)) or "nothing matched"
-    return Forgetting([found[i] for i in why if i in found], why=why, nearest=nearest, message=message)
+    return Forgetting([found[i] for i in why if i in found], why=why, nearest=nearest, message=message, kept=kept)
 
 
-def forget_ids(store: Store, ids: list[str], *, reason: str, at: datetime, named: Sequence[str] = (),
-               embedder: Embedder | None = None, cfg: Config | None = None) -> list[MemoryRecord]:
+def forget_ids(store: Store, ids: list[str], *, reason: str, at: datetime,
+               kept: Sequence[tuple[Candidate, MemoryRecord]] = (), embedder: Embedder | None = None,
+               cfg: Config | None = None) -> list[MemoryRecord]:
     """Tombstone the given active memories as forgotten, with one event each; return them.
 
-    `named`: those of `ids` the request named; the others go because one of them was said in the same words
-    (`forget_targets`), and each leaves what it said besides the forgotten value as a derived memory
-    (`corrections.unsaid`, embedded with `embedder`), in the same transaction.
+    `kept` (`Forgetting.kept`): the derived memories that keep what a memory forgotten for its words said
+    besides the forgotten value, each with the memory it comes from; written, embedded with `embedder`,
+    in the same transaction.
     """
     gone: list[MemoryRecord] = []
     olds = store.get_many(ids)
-    rests = [] if embedder is None or cfg is None else [
-        (r, m) for m, r in forgotten_siblings(store, [olds[n] for n in named if n in olds and olds[n].active],
-                                              set(named)) if r is not None and m.id in olds]
+    rests = [(r, m) for r, m in kept if m.id in olds] if embedder is not None and cfg is not None else []
     with store.transaction():
         for mid in ids:
             old = olds.get(mid) or store.get(mid)
@@ -99,5 +97,5 @@ def restore(store: Store, memory_id: str, *, reason: str, at: datetime) -> Memor
     with store.transaction():
         store.set_status(memory_id, "active", reason=reason, at=at)
         store.insert_events([new_event(memory_id, at, "restored", old.status, "active", reason,
-                                    {"was": old.status_reason, "successor": old.successor_id})])
+                                       {"was": old.status_reason, "successor": old.successor_id})])
     return store.get(memory_id)

@@ -259,8 +259,7 @@ class Memory:
                                             judge=self.judge, at=at, model=self.updates)
         if dry_run:
             return targets
-        gone = forgetting.forget_ids(self.store, [t.id for t in targets], reason=reason, at=at,
-                                     named=[t.id for t in targets if targets.why.get(t.id) != forgetting.SAME_WORDS],
+        gone = forgetting.forget_ids(self.store, [t.id for t in targets], reason=reason, at=at, kept=targets.kept,
                                      embedder=self.embedder, cfg=self.config)
         return Forgetting(gone, why=targets.why, nearest=targets.nearest, message=targets.message)
 

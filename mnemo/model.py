@@ -245,15 +245,18 @@ class Forgetting(list):
 
     `why[memory_id]` is how the request named it ("entity+slot (exact)", "marks", "terms", ...);
     when nothing matched, the list is empty, `message` says so and `nearest` holds the closest
-    memories ({"memory_id", "text", "sim"}) so a caller can ask instead of guessing.
+    memories ({"memory_id", "text", "sim"}) so a caller can ask instead of guessing. `kept` holds, for a
+    memory taken because it was said in the same words as a named one, what it said besides the forgotten
+    value: (the derived memory to write, the memory it comes from).
     """
 
     def __init__(self, records=(), why: dict[str, str] | None = None, nearest: list[dict[str, Any]] | None = None,
-                 message: str = ""):
+                 message: str = "", kept: list[tuple[Candidate, MemoryRecord]] | None = None):
         super().__init__(records)
         self.why = dict(why or {})
         self.nearest = list(nearest or [])
         self.message = message
+        self.kept = list(kept or [])
 
 
 @dataclass(frozen=True)

@@ -425,7 +425,7 @@ def materialise(candidate: Candidate, turn: Turn, cfg: Config) -> MemoryRecord:
 
 
 def new_event(memory_id: str, at: datetime, action: str, before: str | None, after: str | None, reason: str,
-           evidence: dict[str, Any] | None = None, other: str | None = None) -> Event:
+              evidence: dict[str, Any] | None = None, other: str | None = None) -> Event:
     return Event(new_id("e"), memory_id, at, action, before, after, reason, dict(evidence or {}), other)
 
 
@@ -479,23 +479,23 @@ def apply_plan(store: Store, plan: list[Action], candidates: list[Candidate], ve
                 born.add(new.id)
                 events.append(new_event(new.id, at, "created", None, "active", reason, action.evidence))
             events.append(new_event(old.id, at, "superseded", old.status, "superseded", reason,
-                                 action.evidence, new.id))
+                                    action.evidence, new.id))
             links.append(Link(new.id, old.id, "supersedes", at))
             report.superseded.append(Supersession(old, new, reason, action.evidence))
         elif action.op == "corroborate" and action.target_id:
             store.corroborate(action.target_id, at)
             events.append(new_event(action.target_id, at, "corroborated", "active", "active", action.reason,
-                                 action.evidence, turn.id))
+                                    action.evidence, turn.id))
             report.corroborated.append((store.get(action.target_id), action.evidence))
         elif action.op == "duplicate" and action.target_id:
             events.append(new_event(action.target_id, at, "duplicate", "active", "active", action.reason,
-                                 action.evidence, turn.id))
+                                    action.evidence, turn.id))
             report.duplicates.append((store.get(action.target_id), action.evidence))
         elif action.op == "forget" and action.target_id:
             old = store.get(action.target_id)
             store.set_status(old.id, "forgotten", reason=action.reason, at=at)
             events.append(new_event(old.id, at, "forgotten", old.status, "forgotten", action.reason,
-                                 action.evidence, turn.id))
+                                    action.evidence, turn.id))
             report.forgotten.append((replace(old, status="forgotten"), action.reason))
         else:
             report.ignored.append((action.candidate, action.reason))

@@ -336,11 +336,12 @@ def _fit(q, m: MemoryRecord, names: Mapping[str, str]) -> str:
         slot = m.attribute
         family = lexicon.slot_families().get(q.slot, frozenset({q.slot}))
         level = match.slot_match(q.slot, slot) if slot else None
-        if level == "qualified" and len(q.slot.split("_")) > len(slot.split("_")):
+        asked = tuple(q.slot.split("_"))
+        if level == "qualified" and len(asked) > len(slot.split("_")):
             # The memory's slot lacks what the question's qualifies it by ("policy number" for "home insurance
             # policy number"): it answers unless its words name the head with another qualifier ("Car policy").
-            return "answers" if _head_said(tuple(q.slot.split("_")), _said(m)) or not _words(
-                q.slot.split("_")[-1]) <= _words(m.text) else "entity"
+            named_otherwise = asked[-1] in _words(m.text) and not _head_said(asked, _said(m))
+            return "entity" if named_otherwise else "answers"
         if slot and (level or slot in family):
             return "answers"
         if _words(q.slot.replace("_", " ")) <= _words(m.text):
@@ -357,17 +358,21 @@ def _fit(q, m: MemoryRecord, names: Mapping[str, str]) -> str:
 def focus(q) -> tuple[frozenset[str], ...]:
     """Return what a question asks for, as stemmed content words: the noun it counts or asks, its slot, and
     the thing it asks about when that is a thing, not a person ("my dentist appointment", not "Caroline")."""
-    thing = q.subject.rsplit("'s ", 1)[-1] if q.specific and q.subject not in q.names else None
-    found = (content_tokens(q.asked), content_tokens(q.slot_phrase), content_tokens(thing))
+    found = (content_tokens(p) for p in _asked(q))
     return tuple(dict.fromkeys(frozenset(f) for f in found if f))
+
+
+def _asked(q) -> tuple[str | None, ...]:
+    """Return the phrases of what a question asks for: the noun it counts or asks, its slot, and the thing it
+    asks about when that is a thing, not a person."""
+    thing = q.subject.rsplit("'s ", 1)[-1] if q.specific and q.subject not in q.names else None
+    return q.asked, q.slot_phrase, thing
 
 
 @lru_cache(maxsize=512)
 def _heads(q) -> frozenset[str]:
     """Return the head nouns of what a question asks for, stemmed: the last content word of each phrase."""
-    thing = q.subject.rsplit("'s ", 1)[-1] if q.specific and q.subject not in q.names else None
-    phrases = (q.asked, q.slot_phrase, thing)
-    return frozenset(stem(w) for p in phrases if p for w in _WORD.findall(p.casefold())[-1:] if w not in STOPWORDS)
+    return frozenset(stem(w) for p in _asked(q) if p for w in _WORD.findall(p.casefold())[-1:] if w not in STOPWORDS)
 
 
 def stated(q, m: MemoryRecord) -> frozenset[str]:
