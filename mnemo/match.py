@@ -5,8 +5,8 @@ here once, on structure, with similarity only where structure allows it:
 
 - entities (`entity_match`): the same key is "same". Identifiers and numbers are hard: "KT-40"
   and "KT-41", "flat 2" and "flat 5" never match. A key whose every word is inside another
-  ("Ostara" in "Ostara Books", "flat 2" in "tenant in flat 2") is an "alias"; so are the user and
-  the team ("we" includes "I"). Aliases count only where no memory of the same key does.
+  ("Ostara" in "Ostara Books", "flat 2" in "tenant in flat 2") is an "alias", unless one sets itself
+  apart ("my other sister" is not "my sister"); so are the user and the team ("we" includes "I"). Aliases count only where no memory of the same key does.
 - slots (`slot_match`): the same canonical slot is "exact"; a slot that opens the other
   ("warranty" and "warranty period") is "prefix", one attribute; a slot that ends the other
   ("address" and "home address") is "qualified", one of its kinds; slot phrases whose embeddings
@@ -26,6 +26,8 @@ from typing import Any
 from .normalise import RECORD_ID, STOPWORDS, content_tokens, marks, same_value, value_key
 
 _GENERIC = frozenset({"user", "team"})
+# Determiners that set a thing apart from one of its kind already spoken of: "my other sister" is not "my sister".
+_CONTRAST = frozenset({"other", "another"})
 _DIGIT = re.compile(r"\d")
 
 
@@ -43,13 +45,28 @@ def hard(k: str) -> bool:
     return bool(RECORD_ID.fullmatch(k) or _DIGIT.search(k))
 
 
+def _named(shown: Any) -> bool:
+    """Return True for a subject said as a proper name: every word capitalised ("Antonio Conte", "South Korea")."""
+    words = str(shown or "").split()
+    return bool(words) and all(w[:1].isupper() for w in words) and "'s" not in str(shown)
+
+
+def names_apart(a: Any, b: Any) -> bool:
+    """Return True for two claims about things said by two different proper names ("Japan", "Romania"): two things,
+    whatever else they share (`entity_match` has already said they are not one name inside the other)."""
+    shown_a, shown_b = a.meta.get("subject_display"), b.meta.get("subject_display")
+    return _named(shown_a) and _named(shown_b) and entity_match(a.subject, b.subject) is None
+
+
 def possessions_apart(a: str | None, b: str | None) -> bool:
-    """Return True for two things one owner has under different nouns ("emi's cat", "emi's dog"): two things."""
+    """Return True for two things one owner has under different nouns ("emi's cat", "emi's dog"), or one of them
+    set apart from the other ("my sister", "my other sister"): two things."""
     ka, kb = key(a) or "", key(b) or ""
     if "'s " not in ka or "'s " not in kb:
         return False
     (owner_a, thing_a), (owner_b, thing_b) = ka.rsplit("'s ", 1), kb.rsplit("'s ", 1)
-    return owner_a == owner_b and thing_a.split()[-1:] != thing_b.split()[-1:]
+    wa, wb = thing_a.split(), thing_b.split()
+    return owner_a == owner_b and (wa[-1:] != wb[-1:] or bool(_CONTRAST & set(wa)) != bool(_CONTRAST & set(wb)))
 
 
 def entity_match(a: str | None, b: str | None) -> str | None:
@@ -69,6 +86,9 @@ def entity_match(a: str | None, b: str | None) -> str | None:
         # "the user's test" may be "the test"; "Mateo's size" is never "Lucía's size", nor Mateo himself.
         return None
     wa, wb = _words(thing_a), _words(thing_b)
+    if bool(_CONTRAST & set(wa)) != bool(_CONTRAST & set(wb)):
+        # "The user's other sister" is another one than "the user's sister": never an alias of it.
+        return None
     small, big = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
     # Containment keeps identifiers exact: "flat 2" is inside "tenant in flat 2", never inside "flat 5".
     if small and all(w in big for w in small) and (len(small) < len(big) or owner_a != owner_b) and not (

@@ -279,8 +279,10 @@ def _nearest_of_kind(r: _Row) -> int | None:
     """Return the memory a change-cued typed claim moves when nothing named it: the clearly nearest of its type."""
     c, a = r.c, r.active
     kind = value_kind(c)
-    if not concrete(c.meta.get("raw_date") or c.value) or kind == "date" and not c.meta.get("raw_date"):
-        # A value that no calendar or count reads ("part of my daily routine", "these days") names nothing to move to.
+    if not concrete(c.meta.get("raw_date") or c.value) or kind == "date" and not c.meta.get("raw_date") and not \
+            _WEEKDAYS.fullmatch(str(c.value)):
+        # A value that no calendar or count reads ("part of my daily routine", "these days") names nothing to move to;
+        # a day of the week ("to Fridays") is one.
         return None
     js = [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and not match.negated(a[j])
           and kind in _kinds(a[j]) and not same_value(c.value, a[j].value)]
@@ -297,6 +299,7 @@ def _nearest_of_kind(r: _Row) -> int | None:
     return pick if top >= NEAREST_FLOOR and top - second >= NEAREST_MARGIN else None
 
 
+_WEEKDAYS = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?", re.I)
 _WITH_DIGITS = re.compile(r"\S*\d\S*")  # the words of a sentence that say a number: "€2,400", "15:10", "5mg"
 
 
@@ -330,9 +333,9 @@ def pool(r: _Row) -> list[int]:
         m = a[j]
         theirs = set(m.references) | {m.record_id} - {None}
         if not r.entity(j) and (ids and theirs and not ids & theirs or hard and match.hard(match.key(m.subject) or "")
-                                or match.possessions_apart(c.subject, m.subject)):
-            # Two identifiers, two numbered things, or two things of one owner ("my cat", "my dog") are two
-            # records: never one updating the other.
+                                or match.possessions_apart(c.subject, m.subject) or match.names_apart(c, m)):
+            # Two identifiers, two numbered things, two things of one owner ("my cat", "my dog") or two named
+            # ones ("Japan", "Romania") are two records: never one updating the other.
             continue
         if r.entity(j) or ids & theirs or (float(r.sims[j]) >= POOL_SIM and kind is not None and kind == value_kind(m)):
             out.append(j)

@@ -394,3 +394,15 @@ def test_a_denial_of_a_phrasal_verb_takes_back_nothing_said_with_the_bare_verb(m
     """ "didn't get back to you" is "get back", not "get": it says nothing of "I got the idea from a trip"."""
     kept = _said(mem, "I got the idea for the mural from a trip to Lisbon.", "Sorry I didn't get back to you sooner.")
     assert any("Lisbon" in m.text for m in kept), [m.text for m in kept]
+
+
+def test_another_of_a_kin_is_another_person_not_a_correction(mem):
+    """"My other brother" is not "my brother": his name neither supersedes nor merges with the first one's."""
+    kept = _said(mem, "My brother Tomasz teaches chemistry in Gdansk.",
+                 "My other brother Marek lives in Oslo, he's just bought a boat.")
+    texts = " | ".join(m.text for m in kept)
+    assert "Tomasz" in texts and "Marek" in texts, texts
+    assert not [m for m in mem.memories("mira", include_inactive=True) if m.status != "active"]
+    # "he's bought" is "he has bought", not "he is bought".
+    assert any("has just bought a boat" in m.text for m in kept), texts
+

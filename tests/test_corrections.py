@@ -175,3 +175,41 @@ def test_a_figure_said_to_be_new_replaces_the_old_one():
         active = [r.text for r in m.memories("u")]
         assert not any("900111" in t for t in active), active
         assert any("900222" in t for t in active) and any("fridays" in t for t in active), active
+
+
+@pytest.mark.parametrize(("old", "turn", "stale", "new"), [
+    # "change X to Y": the object is what changed, the "to" phrase its new value (a word with a digit is no verb).
+    ("The router password is sunflower12.", "I changed the router password to otter4412.", "sunflower12",
+     "otter4412"),
+    ("I take 20mg of citalopram.", "The doctor upped my citalopram to 40mg.", "20mg", "40mg"),
+    # "from next week" says when the change holds, not the value it had.
+    ("My son's judo classes are on Mondays.", "Judo's moved to Wednesdays from next week.", "Mondays", "Wednesdays"),
+    # "moved to" selects a place, whatever entity type the tagger gave the name.
+    ("I live in Glasgow.", "I moved to Bristol in October.", "Glasgow", "Bristol"),
+    # A name the tagger reads as an adjective is still the value of a favourite.
+    ("My favourite band is Radiohead.", "These days my favourite band is Big Thief.", "Radiohead", "Big Thief"),
+    # "New" opening a sentence is the adjective, not part of a name.
+    ("The side gate code is 4471.", "New side gate code is 9902.", "4471", "9902"),
+])
+def test_a_change_said_in_ordinary_words_supersedes_the_old_value(old, turn, stale, new):
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        m.remember(old, user="u", at=T0)
+        m.remember(turn, user="u", at=T0 + timedelta(days=2))
+        active = [x.text for x in m.memories("u")]
+        assert not [t for t in active if stale in t and new not in t], active
+        assert any(new in t for t in active), active
+
+
+def test_two_places_said_by_name_never_update_each_other():
+    """"The official language of Japan" and "of Romania": one value each, never one superseding the other, while a
+    second value said of one of them replaces its first (a singular attribute said with "is" holds one value)."""
+    with mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(T0)) as m:
+        for k, turn in enumerate(["Japanese is the official language of Japan.",
+                                  "Romanian is the official language of Romania.",
+                                  "Korean is the official language of South Korea.",
+                                  "Romania's official language is Hungarian."]):
+            m.remember(turn, user="u", at=T0 + timedelta(minutes=k))
+        held = {x.text: x.status for x in m.memories("u", include_inactive=True)}
+        assert held["Japanese is the official language of Japan."] == "active", held
+        assert held["Korean is the official language of South Korea."] == "active", held
+        assert held["Romanian is the official language of Romania."] == "superseded", held

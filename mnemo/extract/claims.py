@@ -112,7 +112,8 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
     value_like = vtype in TYPED_SLOTS or not (c.prep and "_" in c.prep) and not (
         value_tokens and value_tokens[0].lower_ in ("a", "an")) and not (
         len(value_tokens) == 1 and value_tokens[0].pos_ == "ADJ" and not (
-            _proper(value_tokens[0]) and thing is not None and attribute_noun(thing)))
+            _proper(value_tokens[0]) and thing is not None and attribute_noun(thing)
+            or _proper(value_tokens[0]) and value_tokens[0].ent_type_ not in ("", "NORP")))
     # A change the verb carries ("moved to", "from X to Y") is of the owned noun; "now" alone does not make
     # "my flight now leaves at 8:15" a change of the user's flight: it is still the flight's relation.
     changed = c.change and (c.copula or c.prep == "to" or bool(c.old_value))
@@ -208,6 +209,12 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         # A bare copula says what a thing is like or is one of ("Elise is very passionate", "is a teacher"): a
         # thing has many properties and kinds at once, so no one of them replaces another.
         single = False
+    if not single and c.copula and owner_slot is not None and slot_tokens and slot_tokens[-1].tag_ == "NN" and \
+            vtype != "name" and slot_tokens[-1].lemma_.lower() not in lexicon.kin() and not role_noun(slot_tokens[-1]):
+        # "Germany's official language is German", "my favourite sport is rugby": a singular attribute noun said
+        # with "is" names the one value it has (a definite description), whatever the slot holds elsewhere ("I
+        # speak French and German"); a person ("my friend is Tom", kin, a role) stays one of several.
+        single = True
     if relation and phrase == f"{c.verb.lemma_.lower()}_by" and c.verb.lemma_.lower() in lexicon.words("maker_verbs"):
         # A made thing has one maker: a new one replaces the old.
         single = True
@@ -309,7 +316,7 @@ class _Frame:
         if additive:
             # "I also speak German now": an additive particle adds a value, whatever change the clause reads.
             meta["additive"] = True
-        elif c.change or (concrete(value) and any(t.lower_ == "new" and t.tag_ == "JJ" for t in c.tokens)):
+        elif c.change or (concrete(value) and any(_new(t) for t in c.tokens)):
             # "she's on 07700 900877, new phone", "the new price is £40": a figure said to be new replaces one.
             meta["change_cue"] = True
         if c.aspect:
@@ -363,9 +370,18 @@ def _identified_by_verb(c: Clause, thing: Token, mentions: Mentions) -> tuple[En
     return None
 
 
+def _new(t: Token) -> bool:
+    """Return True for the adjective "new", also where the tagger reads a sentence's first word as part of a
+    name ("New gate code is 9902": NNP) while the next word is in lower case (unlike "New York")."""
+    nxt = t.doc[t.i + 1] if t.i + 1 < len(t.doc) else None
+    return t.lower_ == "new" and (t.tag_ == "JJ" or t.dep_ == "amod" or t.is_sent_start and nxt is not None
+                                  and nxt.is_lower and nxt.pos_ == "NOUN")
+
+
 def _proper(t: Token) -> bool:
     """A proper adjective ("Arabic", "French") names a thing as a noun would: after an attribute noun ("the
-    official language is French") it is the value, not a property of the owned thing ("my sister is Canadian")."""
+    official language is French") it is the value, not a property of the owned thing ("my sister is Canadian").
+    One the tagger reads as a named thing, not a nationality ("my favourite band is Radiohead": ORG), is a name."""
     return bool(t.ent_type_) or t.is_title and t.i > t.sent.start
 
 

@@ -22,6 +22,7 @@ sing"), or a relative clause ("the album, which we recorded at X, ..."). Its par
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -307,13 +308,17 @@ def _values(c: Clause, clause: set[int]) -> None:
             c.change, c.prep = bool(c.value), "to"
     # A capitalised word after "to" mid-sentence is a name the tagger took for an infinitive ("to RabbitMQ").
     # So is a word after "to" with a number as its object ("swapped us to pitch 9"): a thing named by its number.
-    to_value = to is not None and (to.head.tag_ != "VB" or to.head.text[:1].isupper() or (
-        to.head.i + 1 < len(to.doc) and to.doc[to.head.i + 1].tag_ == "CD" and to.doc[to.head.i + 1].head.i == to.head.i))
+    # A word with a digit in it is no verb ("changed the password to maple77"): a value.
+    to_value = to is not None and (to.head.tag_ != "VB" or to.head.text[:1].isupper() or _DIGIT.search(to.head.text)
+                                   or (to.head.i + 1 < len(to.doc) and to.doc[to.head.i + 1].tag_ == "CD"
+                                       and to.doc[to.head.i + 1].head.i == to.head.i))
     if not c.change and to_value and (change_verb or c.particle in ("up", "down")
                                       or any(t.lower_ in ("up", "down") and t.i < to.i for t in own)):
         c.value = _value_run(to, clause, {"because", "from", "and", "but", "so", "after", "since"})
         c.change = bool(c.value)
-        if frm is not None and frm.i < to.i:
+        if frm is not None and _deictic(frm):
+            pass  # "moved to Fridays from next week": when the change holds from, not the value it had
+        elif frm is not None and frm.i < to.i:
             c.old_value = _value_run(frm, clause, {"to"})
         elif frm is not None:
             c.old_value = _value_run(frm, clause, {"because", "and", "but"})
@@ -330,6 +335,18 @@ def _values(c: Clause, clause: set[int]) -> None:
         c.value = [t for t in c.value if t.i < c.alternative_at and not (t.is_punct and t.i == c.alternative_at - 1)]
     c.change = c.change or bool(c.old_value) or (cue and not c.negated)
     c.when = _temporal(c, clause)
+
+
+_DIGIT = re.compile(r"\d")
+# Words that point at a time from the moment of speaking: "from next week", "from tomorrow" say when, not a value.
+_DEICTIC = frozenset({"next", "this", "today", "tomorrow", "tonight", "now", "then", "coming"})
+
+
+def _deictic(frm: Token) -> bool:
+    """Return True when the words after a "from" point at a time from now ("from next week", "from tomorrow")."""
+    nxt = frm.doc[frm.i + 1] if frm.i + 1 < len(frm.doc) else None
+    return nxt is not None and (nxt.lower_ in _DEICTIC or nxt.lower_ == "the" and frm.i + 2 < len(frm.doc)
+                                and frm.doc[frm.i + 2].lower_ in ("following", "coming"))
 
 
 def _alternatives(c: Clause, clause: set[int]) -> None:

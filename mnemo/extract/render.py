@@ -63,6 +63,18 @@ def stage_direction(tokens: Sequence[Token]) -> bool:
         c.dep_ in ("nsubj", "nsubjpass", "expl") for c in head.children)
 
 
+def _perfect(aux: Token) -> bool:
+    """Return True when a contracted "'s" is "has": before "been", or the auxiliary of a participle with an
+    object ("she's started a course", "he's got a new job"), which no passive "is" takes."""
+    nxt = aux.nbor() if aux.i + 1 < len(aux.doc) else None
+    while nxt is not None and nxt.pos_ == "ADV" and nxt.i + 1 < len(aux.doc):
+        nxt = nxt.nbor()
+    if nxt is not None and nxt.lower_ == "been":
+        return True
+    head = aux.head
+    return head.tag_ == "VBN" and any(c.dep_ in ("dobj", "xcomp", "ccomp") for c in head.children)
+
+
 def _first(low: str, me: str) -> str:
     """Return what a first-person singular pronoun becomes when `me` said it ("myself": themselves, as a
     reflexive takes its own subject's place: "I'll cover the other days myself" -> "the user will cover the
@@ -108,7 +120,7 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
             nxt = t.nbor() if t.i + 1 < len(t.doc) else None
             if t.i in replace and t.pos_ == "PRON" and nxt is not None and nxt.i not in replace and \
                     nxt.text.startswith("'") and nxt.lemma_ in ("be", "have"):
-                replace[nxt.i] = _AGREE.get(nxt.lower_, "is" if nxt.lemma_ == "be" else "has")
+                replace[nxt.i] = _AGREE.get(nxt.lower_, "is" if nxt.lemma_ == "be" and not _perfect(nxt) else "has")
     ids = {t.i for t in toks}
     # A comma that bordered a left-out clause ("The report, which ..., is due") goes with it.
     toks = [t for t in toks if not (t.text == "," and ((t.i + 1) not in ids or (t.i - 1) not in ids))]

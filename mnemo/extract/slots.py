@@ -37,9 +37,11 @@ def canonical_slot(phrase: str, vtype: str, *, relation: bool) -> tuple[str, boo
     """Return (slot, single-valued, category or None) for a lemmatised slot phrase and the value's type."""
     table = lexicon.slot_table()
     info = table.get(f"v:{phrase}" if relation else phrase)
-    # A proper name after "live in" / "move to" is a place even when the parser's entity types miss it.
+    # A proper name after "live in" / "move to" is a place even when the parser's entity types miss it, or take
+    # it for an organisation ("moved to Bristol": the small model's ORG): the verb relation selects a place.
     if info is not None and info.needs not in ("*", vtype) and not (
-            info.needs == "place" and vtype == "name" or info.needs == "org" and vtype in ("name", "place")):
+            info.needs == "place" and (vtype == "name" or relation and vtype == "org")
+            or info.needs == "org" and vtype in ("name", "place")):
         info = None
     if info is not None:
         return info.slot, info.single, info.category
