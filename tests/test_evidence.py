@@ -199,3 +199,15 @@ def said(text: str, subject: str = "user") -> MemoryRecord:
 ])
 def test_a_memory_is_about_a_thing_it_names_by_its_head_noun_or_everyday_kin_word(thing, text, about):
     assert evidence.about(thing, said(text), {}) is about
+
+
+@pytest.mark.parametrize(("question", "text", "holds"), [
+    ("When is Farah's anniversary?", "Farah and her wife live in Dundee.", False),
+    ("When is Farah's anniversary?", "Their anniversary is 14 March.", True),
+    ("When does the lease on the studio end?", "The studio lease ends next spring.", True),
+    ("When did Farah move to Dundee?", "Farah moved to Dundee with her wife.", None),
+])
+def test_a_when_question_of_the_present_needs_a_date_said(question, text, holds):
+    """"When is X's anniversary?" asks for a date the record must say; "when did X move?" may be answered by
+    the time the memory was said, so it asks for no type."""
+    assert evidence.holds_the_type(ask(question), [text]) is holds

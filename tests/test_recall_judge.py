@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 import numpy as np
@@ -22,7 +23,7 @@ def _scored(mid, text, dense, cover, fused=1.0):
     return Scored(m, fused, {}, 5), {"dense": dense, "coverage": cover, "fused": fused}
 
 
-def _x(question, rows, fits=None, missing=(), focus=0.0):
+def _x(question, rows, fits=None, missing=(), focus=()):
     q = ask(question)
     top = [s for s, _ in rows]
     fused = {s.memory.id: e for s, e in rows}
@@ -40,6 +41,19 @@ def test_features_read_the_candidates_and_the_question():
     assert _x("Which hobbies does the user have?", rows)["list_question"] == 1.0
     missing = _x("What is Marta's phone number?", rows, missing=["marta"])
     assert missing["missing"] == 1.0 and missing["missing_share"] == 1.0
+
+
+def test_features_say_whether_a_candidate_names_what_is_asked():
+    """"When is the user's anniversary?" over memories that never say an anniversary: asked, not said; the noun's
+    cosine with the best candidates is read for the first and the best of three."""
+    rows = [_scored("a", "The user and Sam married in Porto.", 0.60, 0.3),
+            _scored("b", "Sam's anniversary dinner is booked at Rosa's.", 0.40, 0.3)]
+    x = _x("When is the user's anniversary?", rows[:1], focus=[0.2])
+    assert x["asks_thing"] == 1.0 and x["asked_said"] == 0.0
+    both = _x("When is the user's anniversary?", rows, focus=[0.2, 0.7])
+    assert both["asked_said"] == 1.0 and both["focus_cos"] == pytest.approx(0.2)
+    assert both["focus_max3"] == pytest.approx(0.7)
+    assert _x("When did Sam go to Porto?", rows)["asks_thing"] == 0.0
 
 
 def test_the_asked_phrase_is_what_the_question_asks_for():
@@ -122,10 +136,38 @@ def test_unknown_keeps_the_nearest_memories_below_the_floor_but_not_the_far_ones
 def test_the_answerable_bench_reports_what_the_recipe_itself_said():
     from mnemo.eval.bench.answerable import _recipe_scores
 
-    rows = [{"answerable": 1, "confidence": "unknown"}, {"answerable": 1, "confidence": "vague"},
-            {"answerable": 1, "confidence": "certain"}, {"answerable": 1, "confidence": "certain"},
-            {"answerable": 0, "confidence": "unknown"}, {"answerable": 0, "confidence": "vague"}]
+    # The claim rules' verdict ("rules") stands unless the out-of-fold model rescues an "unknown" (p >= 0.5).
+    rows = [{"answerable": 1, "rules": "unknown", "p": 0.2}, {"answerable": 1, "rules": "vague", "p": 0.2},
+            {"answerable": 1, "rules": "certain", "p": 0.9}, {"answerable": 1, "rules": "unknown", "p": 0.7},
+            {"answerable": 0, "rules": "unknown", "p": 0.1}, {"answerable": 0, "rules": "vague", "p": 0.1}]
     assert _recipe_scores(rows) == {"recipe_false_unknown": 0.25, "recipe_unknown_on_unanswerable": 0.5}
     only = _recipe_scores(rows[:4])
     assert only["recipe_false_unknown"] == 0.25 and only["recipe_unknown_on_unanswerable"] != only[
         "recipe_unknown_on_unanswerable"]  # NaN: no unanswerable question in the group
+
+
+def test_the_answerable_bench_refits_from_an_earlier_runs_rows(tmp_path):
+    """`mnemo eval answerable --rows`: the rows keep their features, so the model is refitted out of fold and saved
+    without asking a question again; the saved model loads and separates what the rows separate."""
+    import pandas as pd
+
+    from mnemo.eval.bench.answerable import run_answerable
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for c in range(8):
+        for i in range(40):
+            y = int(i % 2 == 0)
+            x = rng.normal(size=len(FEATURES))
+            x[FEATURES.index("dense1")] += 2.0 * y
+            rows.append({"conversation": f"c{c}", "dataset": "locomo", "store": "turns", "kind": "answerable" if y
+                         else "unanswerable", "question": f"q{c}-{i}", "answerable": y, "rules": "vague",
+                         "features": json.dumps(x.tolist())})
+    pd.DataFrame(rows).to_parquet(tmp_path / "rows.parquet")
+    res = run_answerable(rows_from=str(tmp_path / "rows.parquet"), save=str(tmp_path / "model.json"))
+    assert res.aggregates["all"]["auc"] > 0.8 and res.params["rows_from"]
+    model = Answerability.load(tmp_path / "model.json")
+    hi, lo = np.zeros(len(FEATURES)), np.zeros(len(FEATURES))
+    hi[FEATURES.index("dense1")], lo[FEATURES.index("dense1")] = 2.0, -1.0
+    assert model.probability(hi) > 0.5 > model.probability(lo)
+    assert 0.0 < model.vague_at <= model.certain_at <= 1.0 and model.info["rows"] == len(rows)

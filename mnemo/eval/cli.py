@@ -62,6 +62,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
           save: Path = typer.Option(None, "--save", help="pairs: write the update model fitted on the dev pairs to "
                                     "this JSON file (mnemo/recipes/updates.json is the packaged one); answerable: "
                                     "the answerability model fitted on every fold (mnemo/recipes/answerable.json)."),
+          rows: Path = typer.Option(None, "--rows", help="answerable: refit from an earlier run's rows.parquet "
+                                    "(its features), without asking the questions again."),
           out: Path = typer.Option(None, "--out", "-o", help="Folder for results.json and rows.parquet "
                                    "(default experiments/runs/eval/BENCHMARK).")) -> None:
     """Run scenarios or a real benchmark with a recipe and a model mode; print a table, write results.json + Parquet."""
@@ -91,7 +93,7 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
     if benchmark == "pairs":
         options["save"] = str(save) if save else None
     if benchmark == "answerable":
-        options = {"save": str(save) if save else None, "n_folds": folds or 4}
+        options = {"save": str(save) if save else None, "n_folds": folds or 4, "rows_from": str(rows) if rows else None}
     if embedder == "default":
         embedder = "minilm"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -65,12 +65,12 @@ NOT_IN_RECORD = "not in the record"
 NOT_AN_ANSWER = "near the question, but it does not answer it"
 
 
-def _focus_cosine(store: Store, embedder: Embedder, q, best: list) -> float:
-    """Return the cosine of what the question asks for ("instrument") with the best candidate ("a banjo")."""
+def _focus_cosine(store: Store, embedder: Embedder, q, best: list) -> list[float]:
+    """Return the cosines of what the question asks for ("instrument") with the best three candidates ("a banjo")."""
     phrase = judge_stage.asked_phrase(q)
     if not phrase or not best:
-        return 0.0
-    return float(embedder.embed([phrase])[0] @ store.vectors([best[0].memory.id])[0])
+        return []
+    return [float(v) for v in store.vectors([s.memory.id for s in best[:3]]) @ embedder.embed([phrase])[0]]
 
 
 def joined_neighbours(store: Store, fused: dict[str, dict], records: dict, user: str, filters: dict | None,

@@ -64,6 +64,12 @@ _MONEY = re.compile(rf"(?:[€$£¥]\s*(?:{_NUMBER.pattern})|(?:{_NUMBER.pattern
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 _DATE = re.compile(rf"\b(?:(?:{_MONTH})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?|"
                    rf"\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTH})\.?(?:,?\s+\d{{4}})?|(?:19|20)\d{{2}})\b", re.I)
+# A "when" question in the present or future tense, and any word that says a date or a time of one (lenient:
+# a digit, a month or weekday, "tomorrow", "next week", "spring").
+_WHEN_NOW = re.compile(r"\s*when\s+(?:is|are|does|do|will|'s|am)\b", re.I)
+_DATE_SAID = re.compile(rf"\d|\b(?:{_MONTH}|monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tonight|"
+                        r"tomorrow|yesterday|week|weekend|month|year|spring|summer|autumn|fall|winter|christmas|"
+                        r"easter|morning|afternoon|evening|night|noon|midnight)s?\b", re.I)
 # Value types that a statement gives as a number (a date also by its month).
 _NUMERIC = (None, "number", "money", "date", "duration")
 _SLACK = timedelta(days=7)
@@ -269,6 +275,13 @@ def about(q_subject: str | None, m: MemoryRecord, names: Mapping[str, str]) -> b
     return owned and bool(_words(thing)) and (_words(thing) <= words or _says_head(thing, m, words))
 
 
+def says_asked(phrase: str | None, m: MemoryRecord) -> bool | None:
+    """Return whether memory `m` names what a question asks for by its head noun ("birthday", "vet practice"),
+    or None when the phrase asked has no content word ("live in")."""
+    words = [w for w in _WORD.findall((phrase or "").casefold()) if w not in STOPWORDS]
+    return _says_head(" ".join(words), m, mentions(m)) if words else None
+
+
 def _form(word: str) -> str:
     """Return the form a word is compared in: a kin word as a question says it ("nan" -> "grandmother"), stemmed."""
     return stem(lexicon.kin().get(word, word))
@@ -466,11 +479,19 @@ def verdict(q, fits: Sequence[str], top_evidence: float, missing: Sequence[str],
 
 def holds_the_type(q, texts: Sequence[str]) -> bool | None:
     """Return whether some text says a value of the type the question wants (an amount of money for "how much
-    does it cost", a number other than money for "how old" / "how many"), or None when it wants no such type.
+    does it cost", a number other than money for "how old" / "how many", a date for "when is ..."), or None
+    when it wants no such type.
 
     A pack about the thing asked with no value of that type ("How much was the camp?" over its dates) does not
-    answer it: hedging "vague" there answers a question the record is silent on.
+    answer it: hedging "vague" there answers a question the record is silent on. A "when" question in the
+    present or future tense ("When is Roisin's birthday?", "When does the passport expire?") asks for a date
+    that must be said; in the past tense the time a memory was said may answer it ("When did she go?"), so
+    it asks for no type here.
     """
+    if q.wants == "date":
+        if not _WHEN_NOW.match(q.text):
+            return None
+        return any(_DATE_SAID.search(t) for t in texts)
     if q.wants not in ("money", "number"):
         return None
     kept = [_as_asked(q, _LABEL.sub(" ", t)) for t in texts]

@@ -27,8 +27,9 @@ folds' answerable questions at or under `FALSE_UNKNOWN` (3%), "certain" from whe
 reaches `CERTAIN_PRECISION`; it is then scored on its own fold. Reported per dataset, out of fold:
 false "unknown" on answerable questions and "unknown" on unanswerable ones, with ROC AUC, Brier
 score and the reliability table (`fitting.reliability`). Beside them, what the recipe itself said
-(`recipe_false_unknown`, `recipe_unknown_on_unanswerable`: the claim rules decide, the shipped model
-rescues their "unknown", in sample for the conversations it was fitted on). The model saved is fitted
+(`recipe_false_unknown`, `recipe_unknown_on_unanswerable`: the claim rules decide, the model of the
+other folds rescues their "unknown" at the default recipe's `rescue_at`). Each row keeps its features, so
+a model can be refitted from the rows without asking again. The model saved is fitted
 on every fold.
 """
 
@@ -147,7 +148,10 @@ def _line(turn: datasets.DialogTurn) -> str:
 def featurise(names: Sequence[str], embedder: Any, limit: int | None, progress: Any = None
               ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
     """Return (features, labels, one info dict a row) of every labelled question, asked of its stores."""
-    bench = Bench(("default",), embedder, "offline")
+    # The claim rules alone ("claim-rules"): the features do not depend on a fitted model, and the one being
+    # refitted may not load (its features are another version's). What the default recipe says is then the
+    # rules with the out-of-fold model's rescue (`_recipe_scores`).
+    bench = Bench(("claim-rules",), embedder, "offline")
     rows: list[list[float]] = []
     labels: list[int] = []
     info: list[dict[str, Any]] = []
@@ -164,7 +168,7 @@ def featurise(names: Sequence[str], embedder: Any, limit: int | None, progress: 
             plays += [(f"session {way}", part, part_times, part_asked) for way in ways
                       for part, part_times, part_asked in _sessions(conv, times, ds, name, n)]
         for way, store_conv, store_times, store_asked in plays:
-            mem = bench.open(max(store_times) + timedelta(days=1))["default"]
+            mem = bench.open(max(store_times) + timedelta(days=1))["claim-rules"]
             if way.endswith("turns"):
                 add_turns(mem, store_conv, store_times, bench.emb.embed([t.document for t in store_conv.turns]))
             else:
@@ -176,7 +180,8 @@ def featurise(names: Sequence[str], embedder: Any, limit: int | None, progress: 
                 rows.append(r.provenance["answerability"]["features"])
                 labels.append(a.answerable)
                 info.append({"conversation": conv.id, "dataset": name, "store": way, "kind": a.kind,
-                             "question": a.question, "answerable": a.answerable, "confidence": r.confidence})
+                             "question": a.question, "answerable": a.answerable, "rules": r.confidence,
+                             "features": rows[-1]})
             mem.close()
         if progress:
             progress(n + 1, len(convs), conv.id)
@@ -210,25 +215,30 @@ def _scores(y: np.ndarray, p: np.ndarray, vague_at: float) -> dict[str, float]:
 @register("answerable")
 def run_answerable(recipes: Sequence[str] = ("default",), *, embedder: Any = "minilm", n_folds: int = 4,
                    limit: int | None = None, save: str | None = None, data: Sequence[str] = SOURCES,
-                   progress: Any = None, **_: Any) -> BenchResult:
+                   rows_from: str | None = None, progress: Any = None,
+                   **_: Any) -> BenchResult:
     """Fit answerability out of fold, report it per dataset and kind, and save the model fitted on all folds."""
     from mnemo.config import recipe
     from mnemo.lab.fitting import reliability
 
-    names = [n for n in data if _available(n)]
-    x, y, info = featurise(names, embedder, limit, progress)
+    if rows_from:
+        x, y, info = _read_rows(rows_from)
+        names = [n for n in data if any(i["dataset"] == n for i in info)]
+    else:
+        names = [n for n in data if _available(n)]
+        x, y, info = featurise(names, embedder, limit, progress)
     convs = sorted({i["conversation"] for i in info})
     folds = n_folds
-    fold_of = {c: k % folds for k, c in enumerate(convs)}
-    p_oof = np.zeros(len(y))
-    chosen = []
+    fold_of = np.array([{c: k % folds for k, c in enumerate(convs)}[i["conversation"]] for i in info])
+    p_oof, chosen = np.zeros(len(y)), []
     for k in range(folds):
-        test = np.array([fold_of[i["conversation"]] == k for i in info])
+        test = fold_of == k
         if not test.any() or len(set(y[~test].tolist())) < 2:
             continue
         model = fit(x[~test], y[~test])
-        p_train = np.array([model.probability(r) for r in x[~test]])
-        vague_at, certain_at = thresholds(y[~test], p_train)
+        # The thresholds are chosen on the training folds' own out-of-fold probabilities (a fitted model reads
+        # its training rows too well to place a threshold on them).
+        vague_at, certain_at = thresholds(y[~test], _oof(x[~test], y[~test], fold_of[~test]))
         chosen.append((vague_at, certain_at))
         p_oof[test] = [model.probability(r) for r in x[test]]
         for i in np.flatnonzero(test):
@@ -253,7 +263,7 @@ def run_answerable(recipes: Sequence[str] = ("default",), *, embedder: Any = "mi
                                                        if k in ("auc", "brier")},
                                  **_recipe_scores([r for r, k in zip(rows, pick, strict=True) if k])}
     final = fit(x, y)
-    vague_at, certain_at = thresholds(y, np.array([final.probability(r) for r in x]))
+    vague_at, certain_at = thresholds(y, p_oof)
     from dataclasses import replace
 
     final = replace(final, vague_at=vague_at, certain_at=certain_at, info={
@@ -265,13 +275,44 @@ def run_answerable(recipes: Sequence[str] = ("default",), *, embedder: Any = "mi
         Path(save).write_text(json.dumps(final.to_json(), indent=1, default=float) + "\n", encoding="utf-8")
     cfg = recipe(recipes[0])
     return BenchResult("answerable", rows, aggregates, {cfg.recipe: cfg}, {"embedder": str(embedder)}, {},
-                       {"folds": folds, "vague_at": vague_at, "certain_at": certain_at, "saved": save})
+                       {"folds": folds, "vague_at": vague_at, "certain_at": certain_at, "saved": save,
+                        "rows_from": rows_from})
+
+
+def _oof(x: np.ndarray, y: np.ndarray, fold_of: np.ndarray) -> np.ndarray:
+    """Return out-of-fold probabilities over the folds present in `fold_of`."""
+    p = np.zeros(len(y))
+    for k in sorted(set(fold_of.tolist())):
+        test = fold_of == k
+        if len(set(y[~test].tolist())) < 2:
+            p[test] = float(y[~test].mean()) if (~test).any() else 0.5
+            continue
+        model = fit(x[~test], y[~test])
+        p[test] = [model.probability(r) for r in x[test]]
+    return p
+
+
+def _read_rows(path: str) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
+    """Return (features, labels, info) from the rows.parquet of an earlier run: a refit without asking again."""
+    import pandas as pd
+
+    frame = pd.read_parquet(path)
+    keep = ["conversation", "dataset", "store", "kind", "question", "answerable", "rules"]
+    feats = [json.loads(v) if isinstance(v, str) else list(v) for v in frame["features"]]
+    if any(len(f) != len(FEATURES) for f in feats):
+        raise ValueError(f"{path}: its rows' features are not this version's {len(FEATURES)}; run without --rows")
+    info = [{**{k: r[k] for k in keep}, "answerable": int(r["answerable"]), "features": f}
+            for r, f in zip(frame[keep].to_dict("records"), feats, strict=True)]
+    return np.asarray(feats, dtype=np.float64), np.asarray([i["answerable"] for i in info], dtype=int), info
 
 
 def _recipe_scores(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Return what the recipe itself said (`Recall.confidence`: the claim rules, with the shipped model's
-    rescue, which was fitted on these conversations), beside the out-of-fold model's figures above."""
-    said = [(r["answerable"], r["confidence"] == "unknown") for r in rows]
+    """Return what the default recipe says, out of fold: the claim rules' "unknown" (`rules`) unless the model
+    of the other folds rescues it (P(answerable) >= the recipe's `rescue_at`), beside the model's own figures."""
+    from mnemo.config import recipe
+
+    rescue_at = recipe("default").recall.rescue_at
+    said = [(r["answerable"], r["rules"] == "unknown" and (rescue_at is None or r["p"] < rescue_at)) for r in rows]
     yes = [u for a, u in said if a]
     no = [u for a, u in said if not a]
     return {"recipe_false_unknown": sum(yes) / len(yes) if yes else float("nan"),
