@@ -6,8 +6,9 @@ A request names memories by entity and slot (exact before prefix before qualifie
 before the slot's family), by marks (every memory holding the names or numbers the request
 says: "the Calloway interview"), by all of its content words, or by cosine >= the duplicate
 threshold. "old" / "previous" spare the newest match; a request for everything, or for
-everything about the user, is refused as too broad; when nothing matches the action is "ignore"
-with reason "nothing matched" and the nearest memories as evidence, never a guess.
+everything about the user, is refused as too broad. When nothing matches, the nearest memory is
+taken only when it is clearly the nearest (`NEAREST_FLOOR`, `NEAREST_MARGIN`); else the action is
+"ignore" with reason "nothing matched" and the nearest memories as evidence, never a guess.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold
     terms = _terms(c)
     # A plain noun phrase ("the locker code") is the user's own thing said without "my": its words name it.
     if terms and terms <= words and (not c.subject or c.subject in ("user", "team") or entity or wanted
-                                     or match.soft(c)):
+                                     or match.soft(c) or _qualifies(c)):
         return "terms"
     if sim >= threshold and (not c.subject or entity):
         return "similarity"
@@ -73,6 +74,25 @@ def names(c: Candidate, m: Candidate | MemoryRecord, sim: float = 0.0, threshold
 def _terms(c: Candidate) -> set[str]:
     """Return the words a forget request names its memories by: its terms, else its content words."""
     return (set((c.meta.get("forget") or {}).get("terms") or ()) or content_tokens(c.text)) - COMMAND_WORDS
+
+
+# A request that names nothing by its words takes the nearest memory only when it is this close and this far
+# ahead of the next one; otherwise nothing goes and the nearest are listed.
+NEAREST_FLOOR = 0.5
+NEAREST_MARGIN = 0.25
+
+
+def _clearly_nearest(sims: list[float]) -> bool:
+    """Return True when the first of the best cosines is close enough and clearly ahead of the second."""
+    return sims[0] >= NEAREST_FLOOR and sims[0] - (sims[1] if len(sims) > 1 else 0.0) >= NEAREST_MARGIN
+
+
+def _qualifies(c: Candidate) -> bool:
+    """Return True when the request's subject is a noun said just before its attribute ("the wifi password"): a
+    compound's modifier says which password, it names no owner, so the words of the whole name the memory."""
+    phrase = str(c.meta.get("slot_phrase") or c.attribute or "").replace("_", " ")
+    key = match.key(c.subject) or ""
+    return bool(phrase) and "'s" not in key and f"{key} {phrase}" in (c.meta.get("source_text") or c.text).casefold()
 
 
 def _head(subject: str | None) -> str:
@@ -127,8 +147,12 @@ def forget_actions(r: Any, base: dict[str, Any]) -> list[Action]:
         if not named:
             return [Action("ignore", c, reason="nothing to forget: only the current value matches 'old'",
                            evidence={**base, "kept": a[newest[0]].id, "qualifier": qualifier})]
+    near = sorted((j for j in range(len(a)) if r.free(j)), key=lambda j: -float(r.sims[j]))[:3]
+    if not named and near and _clearly_nearest([float(r.sims[j]) for j in near]):
+        # "I'd rather you didn't remember my locker number" with "my locker code is 5521" stored: no word or slot
+        # names it, but one memory is far closer than any other.
+        named = [(near[0], "nearest (clearly)")]
     if not named:
-        near = sorted(range(len(a)), key=lambda j: -float(r.sims[j]))[:3]
         return [Action("ignore", c, reason="nothing matched: nothing forgotten", evidence={
             **base, "max_sim": float(r.sims.max()) if r.sims.size else 0.0,
             "nearest": [{"memory_id": a[j].id, "text": a[j].text, "sim": round(float(r.sims[j]), 3)} for j in near]})]

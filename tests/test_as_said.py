@@ -406,3 +406,31 @@ def test_another_of_a_kin_is_another_person_not_a_correction(mem):
     # "he's bought" is "he has bought", not "he is bought".
     assert any("has just bought a boat" in m.text for m in kept), texts
 
+
+
+STORED = ["My locker code at the gym is 5521.", "I'm allergic to penicillin.", "Our wifi password is heron-77.",
+          "My sister Ines lives in Porto.", "I work at Linden Pharmacy as a dispenser."]
+
+
+@pytest.mark.parametrize(("request_", "gone"), [
+    ("Scrap the wifi password I gave you.", "heron-77"),  # "wifi" says which password: no owner
+    ("I'd rather you didn't remember my locker number.", "5521"),  # no word names it; one memory is far the nearest
+])
+def test_a_forget_request_in_other_words_takes_exactly_what_it_means(request_, gone):
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        for k, turn in enumerate(STORED):
+            m.remember(turn, user="u", at=T0 + timedelta(minutes=k))
+        m.remember(request_, user="u", at=T0 + timedelta(days=1))
+        held = m.memories("u", include_inactive=True)
+        assert not [x.text for x in held if x.active and gone in x.text]
+        assert [x.text for x in held if not x.active] == [x.text for x in held if gone in x.text]
+
+
+def test_a_forget_request_nothing_is_clearly_nearest_to_takes_nothing():
+    """"My medication" is as near the penicillin allergy as anything: nothing goes, the nearest are listed."""
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        for k, turn in enumerate([*STORED, "I take 10mg of amlodipine every morning."]):
+            m.remember(turn, user="u", at=T0 + timedelta(minutes=k))
+        result = m.forget(query="my medication", user="u", dry_run=True)
+        assert not result and result.nearest and result.message
+        assert all(x.active for x in m.memories("u", include_inactive=True))

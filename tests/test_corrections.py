@@ -213,3 +213,16 @@ def test_two_places_said_by_name_never_update_each_other():
         assert held["Japanese is the official language of Japan."] == "active", held
         assert held["Korean is the official language of South Korea."] == "active", held
         assert held["Romanian is the official language of Romania."] == "superseded", held
+
+
+@pytest.mark.parametrize(("old", "turn"), [
+    ("I ride a green Vespa to work.", "Sold the Vespa last month, I cycle now."),  # the chat's dropped "I"
+    ("I have a season ticket for the Lyceum.", "I cancelled my season ticket for the Lyceum."),
+])
+def test_selling_or_cancelling_what_was_held_retires_it(old, turn):
+    """"Sold the X" (no subject: the speaker did it) and "cancelled my X" end what the object names."""
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        first = m.remember(old, user="u", at=T0).added
+        m.remember(turn, user="u", at=T0 + timedelta(days=2))
+        held = {x.id: x.status for x in m.memories("u", include_inactive=True)}
+        assert first and all(held[x.id] == "superseded" for x in first), held

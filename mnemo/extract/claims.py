@@ -160,7 +160,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         phrase = slot_words_key(slot_tokens)
     else:
         subj_entity = entity_of(thing, mentions) if thing is not None else (
-            mentions.me if c.imperative else Entity(None, ""))
+            mentions.me if c.imperative or _diary(c) else Entity(None, ""))
         if c.copula and c.prep is None:
             phrase = TYPED_SLOTS.get(vtype, "is")
             if phrase == "is" and value_tokens and any(t.lower_ in ("a", "an") for t in value_tokens[:1]):
@@ -368,6 +368,19 @@ def _identified_by_verb(c: Clause, thing: Token, mentions: Mentions) -> tuple[En
         if ident is not None:
             return entity_of(ident, mentions), [t for t in [*modifiers(thing), thing] if t.pos_ != "PROPN"]
     return None
+
+
+def _diary(c: Clause) -> bool:
+    """Return True for a sentence that opens on a past-tense verb with no subject ("Booked the flights"): the chat's
+    dropped "I", so the speaker did it; so did they a fronted participle's ("Sold the Civic, I've got a Kia")."""
+    verb = c.verb
+    if c.subject is not None or verb.i != verb.sent.start or verb.tag_ not in ("VBD", "VBN"):
+        return False
+    if verb.dep_ == "ROOT":
+        # A participle with an object and no auxiliary is no passive: the tagger's VBN for a past tense.
+        return verb.tag_ == "VBD" or any(k.dep_ == "dobj" for k in verb.children) and not any(
+            k.dep_ in ("aux", "auxpass") for k in verb.children)
+    return verb.dep_ == "advcl" and any(k.dep_ == "nsubj" and k.lower_ in ("i", "we") for k in verb.head.children)
 
 
 def _new(t: Token) -> bool:
