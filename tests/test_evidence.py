@@ -211,3 +211,13 @@ def test_a_when_question_of_the_present_needs_a_date_said(question, text, holds)
     """"When is X's anniversary?" asks for a date the record must say; "when did X move?" may be answered by
     the time the memory was said, so it asks for no type."""
     assert evidence.holds_the_type(ask(question), [text]) is holds
+
+
+def test_a_year_is_four_digits_not_the_number_of_a_model():
+    """"What year is my car?" over "a grey Mazda 3": the 3 names the model, no year is said, so "unknown"."""
+    assert evidence.holds_the_type(ask("What year is the user's car?"), ["The user's car is a grey Mazda 3."]) is False
+    assert evidence.holds_the_type(ask("What year is the user's car?"), ["The user's car is a 2019 Mazda 3."])
+    with mnemo.Memory.open(":memory:", embedder="hash", clock=mnemo.SimulatedClock(NOW)) as mem:
+        mem.remember("My car is a grey Mazda 3.", user="u", at=NOW)
+        r = mem.recall("What year is my car?", user="u")
+        assert r.confidence == "unknown" and r.memories, r.provenance["confidence_why"]

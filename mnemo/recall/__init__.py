@@ -221,7 +221,7 @@ def judge(store: Store, embedder: Embedder, ranked: Ranked, packed: list[Packed]
     if verdict == "vague" and evidence.holds_the_type(q, [m.memory.text for m in packed]) is False:
         # Hedging needs something to hedge: a pack with no value of the type asked ("how much" over dates) does
         # not answer the question, whatever rule or model found it near.
-        verdict, why = "unknown", f"no packed memory says a {q.wants}: {why}"
+        verdict, why = "unknown", f"no packed memory says a {evidence.type_asked(q)}: {why}"
     return verdict, why, p, x, missing
 
 

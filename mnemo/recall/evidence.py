@@ -70,6 +70,8 @@ _WHEN_NOW = re.compile(r"\s*when\s+(?:is|are|does|do|will|'s|am)\b", re.I)
 _DATE_SAID = re.compile(rf"\d|\b(?:{_MONTH}|monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tonight|"
                         r"tomorrow|yesterday|week|weekend|month|year|spring|summer|autumn|fall|winter|christmas|"
                         r"easter|morning|afternoon|evening|night|noon|midnight)s?\b", re.I)
+_YEAR = re.compile(r"\b(?:1[5-9]|20)\d\d\b")
+_PAST = re.compile(r"\b(?:did|was|were|had)\b", re.I)
 # Value types that a statement gives as a number (a date also by its month).
 _NUMERIC = (None, "number", "money", "date", "duration")
 _SLACK = timedelta(days=7)
@@ -417,9 +419,23 @@ def _stated(q, text: str) -> frozenset[str]:
     text = text if dated else _DATE.sub(" ", text)
     text = _as_asked(q, _LABEL.sub(" ", text))
     values = {n.replace(",", "") for n in _NUMBER.findall(text)}
+    if _asks_year(q):
+        # "What year is my car?": a year is four digits; the 3 of "a grey Mazda 3" is none.
+        return frozenset(v for v in values if _YEAR.fullmatch(v))
     if dated:
         values |= {w for w in _words(text) if w in MONTHS}
     return frozenset(values - {n.replace(",", "") for n in _NUMBER.findall(q.text)})
+
+
+def type_asked(q) -> str | None:
+    """Return the type of value `holds_the_type` reads for a question ("year", "date", "money", "number")."""
+    return "year" if _asks_year(q) else q.wants
+
+
+def _asks_year(q) -> bool:
+    """Return True for a question in the present tense that asks for a year ("What year is my car?"). In the past
+    tense ("Which year did she start?") the time a memory was said may answer it, as for "when"."""
+    return (q.asked == "year" or q.slot == "year") and not _PAST.search(q.text)
 
 
 def _as_asked(q, text: str) -> str:
@@ -479,8 +495,8 @@ def verdict(q, fits: Sequence[str], top_evidence: float, missing: Sequence[str],
 
 def holds_the_type(q, texts: Sequence[str]) -> bool | None:
     """Return whether some text says a value of the type the question wants (an amount of money for "how much
-    does it cost", a number other than money for "how old" / "how many", a date for "when is ..."), or None
-    when it wants no such type.
+    does it cost", a number other than money for "how old" / "how many", a date for "when is ...", a year of
+    four digits for "what year"), or None when it wants no such type.
 
     A pack about the thing asked with no value of that type ("How much was the camp?" over its dates) does not
     answer it: hedging "vague" there answers a question the record is silent on. A "when" question in the
@@ -488,6 +504,8 @@ def holds_the_type(q, texts: Sequence[str]) -> bool | None:
     that must be said; in the past tense the time a memory was said may answer it ("When did she go?"), so
     it asks for no type here.
     """
+    if _asks_year(q):
+        return any(_YEAR.search(t) for t in texts)
     if q.wants == "date":
         if not _WHEN_NOW.match(q.text):
             return None
