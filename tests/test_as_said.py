@@ -434,3 +434,15 @@ def test_a_forget_request_nothing_is_clearly_nearest_to_takes_nothing():
         result = m.forget(query="my medication", user="u", dry_run=True)
         assert not result and result.nearest and result.message
         assert all(x.active for x in m.memories("u", include_inactive=True))
+
+
+def test_he_or_she_is_never_a_day_or_a_number(mem):
+    """"The electrician can't make Monday, he's coming Wednesday": "he" is the electrician, never Monday."""
+    kept = _said(mem, "The electrician can't make Monday, he's coming Wednesday.")
+    texts = " | ".join(m.text for m in kept)
+    assert "Monday is coming" not in texts and "electrician is coming Wednesday" in texts, texts
+
+
+def test_a_number_said_in_groups_is_one_value(mem):
+    (m,) = [x for x in _said(mem, "My brother's number is 07700 900555.") if x.attribute]
+    assert m.value == "07700 900555", (m.text, m.value)

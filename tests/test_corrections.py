@@ -226,3 +226,11 @@ def test_selling_or_cancelling_what_was_held_retires_it(old, turn):
         m.remember(turn, user="u", at=T0 + timedelta(days=2))
         held = {x.id: x.status for x in m.memories("u", include_inactive=True)}
         assert first and all(held[x.id] == "superseded" for x in first), held
+
+
+def test_instead_says_the_new_value_takes_the_old_ones_place():
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        m.remember("We're going to Crete in June.", user="u", at=T0)
+        m.remember("Change of plan, we're going to Sicily instead.", user="u", at=T0 + timedelta(days=2))
+        active = [x.text for x in m.memories("u")]
+        assert not [t for t in active if "Crete" in t] and any("Sicily" in t for t in active), active

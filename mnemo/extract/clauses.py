@@ -297,7 +297,9 @@ def _values(c: Clause, clause: set[int]) -> None:
     # "now", "these days", "anymore" say the value is the current one; "right now" only says where one is.
     cue = any(t.lower_ in lexicon.words("time_cues") and not (t.i > 0 and t.doc[t.i - 1].lower_ == "right")
               or (t.lower_ == "days" and t.i > 0 and t.doc[t.i - 1].lower_ in ("these", "nowadays"))
-              for t in own) or any(t.lower_ in ("longer", "anymore") for t in own)
+              for t in own) or any(t.lower_ in ("longer", "anymore") for t in own) or any(
+        # "we're going to Sicily instead": "instead" with no "of" says this value takes another's place.
+        t.lower_ == "instead" and (t.i + 1 >= len(t.doc) or t.doc[t.i + 1].lower_ != "of") for t in own)
     replace_with = next((t for t in own if t.lower_ == "with" and t.head.i == verb.i), None)
     if verb.lemma_ in ("replace", "swap", "substitute") and replace_with is not None:
         # "We replaced Slack with Teams": the object is the old value, "with" the new one.
@@ -393,6 +395,17 @@ def _contrasts(neg: Token, verb: Token) -> bool:
     return any(x.i > neg.i and x.dep_ in before for x in verb.children)
 
 
+def _numeral_run(value: list[Token], clause: set[int]) -> list[Token]:
+    """Return a value ending in a numeral with the numerals right after it: one number said in groups ("07700
+    900111"), which the parser may hang off the verb as two complements."""
+    if not value or value[-1].tag_ != "CD":
+        return value
+    out, doc = list(value), value[-1].doc
+    while out[-1].i + 1 < len(doc) and doc[out[-1].i + 1].tag_ == "CD" and out[-1].i + 1 in clause:
+        out.append(doc[out[-1].i + 1])
+    return out
+
+
 def _plain_value(c: Clause, clause: set[int]) -> None:
     """Fill the value of a clause that states no change with a "to": object, complement, or a preposition's object."""
     verb = c.verb
@@ -439,7 +452,7 @@ def _plain_value(c: Clause, clause: set[int]) -> None:
                 if inf is not None:
                     c.prep, c.value = f"{k.lemma_.lower()}_to", [t for t in subtree(inf) if t.lower_ != "to"]
                     return
-            c.value = [t for t in span if t.dep_ != "neg" and t.lower_ not in ("not", "n't")]
+            c.value = _numeral_run([t for t in span if t.dep_ != "neg" and t.lower_ not in ("not", "n't")], clause)
             if dep == "dobj" and k.tag_ == "PRP" and k.lower_ in ("me", "us") and c.imperative:
                 # "call me Teddy": the second object is the value.
                 second = next((x for x in kids if x.dep_ in ("oprd", "attr", "npadvmod", "dobj") and x.i != k.i), None)

@@ -81,7 +81,13 @@ class Mentions:
             if want == "any" and not (e.person and " and " not in e.display) or want != "any" and (
                     want == "person") == e.person:
                 return e
-        return self.seen[-1] if self.seen and want == "person" else None
+        if want != "person":
+            return None
+        # A name the tagger left untyped may be a person; a day, a date, a time or an amount never is.
+        return next((e for e in reversed(self.seen) if value_type(e.display) not in _NEVER_PEOPLE), None)
+
+
+_NEVER_PEOPLE = frozenset({"date", "time", "money", "duration", "number", "age", "phone", "email", "url", "identifier"})
 
 
 def span_text(tokens: list[Token]) -> str:
