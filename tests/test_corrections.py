@@ -188,6 +188,8 @@ def test_a_figure_said_to_be_new_replaces_the_old_one():
     ("I live in Glasgow.", "I moved to Bristol in October.", "Glasgow", "Bristol"),
     # A name the tagger reads as an adjective is still the value of a favourite.
     ("My favourite band is Radiohead.", "These days my favourite band is Big Thief.", "Radiohead", "Big Thief"),
+    # "now" makes "report to" a change, but its relation stays the one the slot table knows (manager).
+    ("My manager is Helga.", "I now report to Farid.", "Helga", "Farid"),
     # "New" opening a sentence is the adjective, not part of a name.
     ("The side gate code is 4471.", "New side gate code is 9902.", "4471", "9902"),
 ])

@@ -172,7 +172,9 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
                 # "I'm 43", "Elsie's 6": a bare number said of a person is their age.
                 phrase, vtype = "age", "age"
         elif c.change and c.obj is None and c.prep == "to" and not (
-                c.verb.lemma_ in ("move", "relocate") and vtype in ("place", "name", "org")):
+                c.verb.lemma_ in ("move", "relocate") and vtype in ("place", "name", "org")) and (
+                not known_relation(f"{c.verb.lemma_.lower()}_to") or c.verb.lemma_ in lexicon.words("change_verbs")):
+            # "slipped to 19 July": the verb is the change; "I now report to Farid" keeps its relation (report_to).
             phrase = TYPED_SLOTS.get(vtype, c.verb.lemma_)
         elif c.change and c.obj is not None:
             phrase = TYPED_SLOTS.get(vtype, c.verb.lemma_)
