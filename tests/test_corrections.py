@@ -236,3 +236,13 @@ def test_instead_says_the_new_value_takes_the_old_ones_place():
         m.remember("Change of plan, we're going to Sicily instead.", user="u", at=T0 + timedelta(days=2))
         active = [x.text for x in m.memories("u")]
         assert not [t for t in active if "Crete" in t] and any("Sicily" in t for t in active), active
+
+
+def test_a_pronoun_in_the_next_turn_fills_the_attribute_named_before():
+    """"My dad's number is X" then "Dad got a new phone, it's Y": "it" is the number, which Y replaces."""
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        m.remember("My dad's number is 07700 900333.", user="u", session="s", at=T0)
+        m.remember("Dad got a new phone, it's 07700 900444.", user="u", session="s", at=T0 + timedelta(days=1))
+        active = [x.text for x in m.memories("u")]
+        assert not [t for t in active if "900333" in t], active
+        assert any("900444" in t for t in active), active

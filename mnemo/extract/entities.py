@@ -148,7 +148,13 @@ def name_of(noun: Token) -> Token | None:
 
 
 def is_person(tok: Token) -> bool:
-    return tok.ent_type_ == "PERSON" or tok.lower_ in THIRD and THIRD[tok.lower_] == "person"
+    return tok.ent_type_ == "PERSON" or tok.lower_ in THIRD and THIRD[tok.lower_] == "person" or _kin(tok)
+
+
+def _kin(tok: Token) -> bool:
+    """Return True for a kin word ("Dad", "my sister", "nan"): a person, whatever the entity tagger says."""
+    kin = lexicon.kin()
+    return tok.lower_ in kin or tok.lower_ in kin.values() or tok.lemma_.lower() in kin.values()
 
 
 def entity_of(tok: Token, mentions: Mentions) -> Entity:
@@ -206,7 +212,8 @@ def entity_of(tok: Token, mentions: Mentions) -> Entity:
 
 def looks_human(tok: Token) -> bool:
     """Return True for a noun the parser's entity types or a person's relations mark as a person."""
-    return tok.ent_type_ == "PERSON" or any(c.dep_ == "appos" and c.ent_type_ == "PERSON" for c in tok.children)
+    return tok.ent_type_ == "PERSON" or _kin(tok) or any(c.dep_ == "appos" and c.ent_type_ == "PERSON"
+                                                          for c in tok.children)
 
 
 def attribute_of(tok: Token, mentions: Mentions) -> tuple[Entity, list[Token]] | None:

@@ -413,7 +413,12 @@ def _seed_mentions(doc: Any, st: TurnState) -> None:
         for head, inherited in heads(sent):
             subj = next((c for c in head.children if c.dep_ in ("nsubj", "nsubjpass")), None) or inherited
             if subj is not None and subj.pos_ in ("NOUN", "PROPN"):
-                st.mentions.add(entities.entity_of(subj, st.mentions))
+                seen = entities.entity_of(subj, st.mentions)
+                st.mentions.add(seen)
+                owned = entities.attribute_of(subj, st.mentions) if head.lemma_ == "be" else None
+                if owned is not None and seen.key:
+                    # "My mum's number is X" then "it's Y": the pronoun fills the attribute named before.
+                    st.mentions.attributes[seen.key] = owned
 
 
 def _layout(text: str, context: Sequence[Turn], cfg: WriteConfig, user: str | None
