@@ -446,3 +446,15 @@ def test_he_or_she_is_never_a_day_or_a_number(mem):
 def test_a_number_said_in_groups_is_one_value(mem):
     (m,) = [x for x in _said(mem, "My brother's number is 07700 900555.") if x.attribute]
     assert m.value == "07700 900555", (m.text, m.value)
+
+
+@pytest.mark.parametrize(("turn", "speaker"), [
+    ("Priya: Thanks, Tomas! The bakery on Mill Lane does the best rye.", "priya"),
+    ("Hugo: Hey Ana, the ferry to Brodick leaves at 9:40.", "hugo"),
+])
+def test_a_lone_line_that_speaks_to_someone_by_name_is_a_transcript_line(mem, turn, speaker):
+    """A lone "Name: text" line with no first-person word is still a speaker's when it greets or thanks another
+    person by name: two people talk. "Breakfast: eggs, thanks Mum!" opens with no greeting, so it stays a label."""
+    kept = _said(mem, turn)
+    assert kept and all(m.meta.get("said_by") == speaker.title() and m.text.startswith(f"{speaker.title()}: ")
+                        for m in kept), [(m.text, m.meta.get("said_by")) for m in kept]

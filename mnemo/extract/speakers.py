@@ -26,6 +26,12 @@ _SPEAKER = re.compile(r"^\s*(?:[-*\u2022>]+\s*)?(?:[\[(]?\d{1,2}:\d{2}(?::\d{2})
                       r"(?P<text>\S.*)$")
 
 
+# A line that opens by speaking to someone by name: a greeting or thanks, then the name set off by a comma or ending
+# its sentence ("Hey Mel!", "Thanks, Nate!", "Hi Sam, ..."). The greeting words are English's salutations.
+_VOCATIVE = re.compile(r"^\s*(?:hey|hi|hiya|hello|thanks|thank you|cheers|bye|morning|evening|congrats|congratulations)"
+                       r",?\s+([A-Z][a-z]+)\s*[!,.?]", re.I)
+
+
 _ASSISTANT = frozenset({"assistant", "ai", "bot", "agent", "system", "mnemo", "model", "gpt", "claude", "qwen"})
 
 
@@ -77,7 +83,9 @@ def _names_speaker(label: str, user: str | None, line: str = "") -> bool:
         return True
     words = label.split()
     first = re.search(r"\b(?:I|I'm|I've|I'd|I'll|me|my|mine|we|us|our)\b", line, re.I)
-    return first is not None and all(w[:1].isupper() for w in words) and not any(
+    # Or it speaks to someone by name ("Joanna: Thanks, Nate! It's a mix of drama and romance."): two people talk.
+    spoken_to = any(m.group(1) != label for m in _VOCATIVE.finditer(line))  # opens the line: one match at most
+    return (first is not None or spoken_to) and all(w[:1].isupper() for w in words) and not any(
         w.lower() in lexicon.words("heading_labels") or w.lower() in STOPWORDS for w in words)
 
 
