@@ -246,3 +246,12 @@ def test_a_pronoun_in_the_next_turn_fills_the_attribute_named_before():
         active = [x.text for x in m.memories("u")]
         assert not [t for t in active if "900333" in t], active
         assert any("900444" in t for t in active), active
+
+
+def test_a_day_said_bare_is_the_events_value_as_on_a_day_is():
+    """"The electrician is coming on Monday", then "he's coming Wednesday": the bare day replaces the day."""
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        m.remember("The electrician is coming on Monday.", user="u", at=T0)
+        m.remember("The electrician can't make Monday, he's coming Wednesday.", user="u", at=T0 + timedelta(hours=2))
+        active = [x for x in m.memories("u") if x.subject == "electrician" and x.attribute == "come"]
+        assert len(active) == 1 and "Wednesday" in active[0].text, [(x.text, x.value) for x in m.memories("u")]

@@ -479,6 +479,12 @@ def _plain_value(c: Clause, clause: set[int]) -> None:
         p, pobj, temporal = best
         c.prep = None if temporal else p.lower_
         c.value = _trim(subtree(pobj))
+        return
+    # "The plumber is coming Thursday": with no object and no preposition, a bare day or date is what is said of
+    # the event, as "on Thursday" would be.
+    when = next((k for k in kids if k.dep_ in ("npadvmod", "nmod") and k.ent_type_ == "DATE" and k.pos_ == "PROPN"), None)
+    if when is not None and not c.copula:
+        c.value = _trim(subtree(when))
 
 
 def _temporal_word(t: Token) -> bool:
