@@ -34,7 +34,7 @@ from .. import lexicon
 from ..model import Candidate
 from ..normalise import normalise_value, parse_date
 from .categories import BASE_IMPORTANCE, KIND_OF, category_of
-from .clauses import Clause, conjuncts, subtree
+from .clauses import Clause, conjuncts, speaker_dropped, subtree
 from .entities import (
     NOT_KIND,
     TEAM,
@@ -61,7 +61,7 @@ from .slots import (
     role_noun,
     slot_words_key,
 )
-from .values import concrete, marks, value_type
+from .values import concrete, marks, proper_word, said_new, value_type
 
 Token = Any
 
@@ -112,8 +112,8 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
     value_like = vtype in TYPED_SLOTS or not (c.prep and "_" in c.prep) and not (
         value_tokens and value_tokens[0].lower_ in ("a", "an")) and not (
         len(value_tokens) == 1 and value_tokens[0].pos_ == "ADJ" and not (
-            _proper(value_tokens[0]) and thing is not None and attribute_noun(thing)
-            or _proper(value_tokens[0]) and value_tokens[0].ent_type_ not in ("", "NORP")))
+            proper_word(value_tokens[0]) and thing is not None and attribute_noun(thing)
+            or proper_word(value_tokens[0]) and value_tokens[0].ent_type_ not in ("", "NORP")))
     # A change the verb carries ("moved to", "from X to Y") is of the owned noun; "now" alone does not make
     # "my flight now leaves at 8:15" a change of the user's flight: it is still the flight's relation.
     changed = c.change and (c.copula or c.prep == "to" or bool(c.old_value))
@@ -160,7 +160,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         phrase = slot_words_key(slot_tokens)
     else:
         subj_entity = entity_of(thing, mentions) if thing is not None else (
-            mentions.me if c.imperative or _diary(c) else Entity(None, ""))
+            mentions.me if c.imperative or speaker_dropped(c) else Entity(None, ""))
         if c.copula and c.prep is None:
             phrase = TYPED_SLOTS.get(vtype, "is")
             if phrase == "is" and value_tokens and any(t.lower_ in ("a", "an") for t in value_tokens[:1]):
@@ -318,7 +318,7 @@ class _Frame:
         if additive:
             # "I also speak German now": an additive particle adds a value, whatever change the clause reads.
             meta["additive"] = True
-        elif c.change or (concrete(value) and any(_new(t) for t in c.tokens)):
+        elif c.change or (concrete(value) and any(said_new(t) for t in c.tokens)):
             # "she's on 07700 900877, new phone", "the new price is £40": a figure said to be new replaces one.
             meta["change_cue"] = True
         if c.aspect:
@@ -370,34 +370,6 @@ def _identified_by_verb(c: Clause, thing: Token, mentions: Mentions) -> tuple[En
         if ident is not None:
             return entity_of(ident, mentions), [t for t in [*modifiers(thing), thing] if t.pos_ != "PROPN"]
     return None
-
-
-def _diary(c: Clause) -> bool:
-    """Return True for a sentence that opens on a past-tense verb with no subject ("Booked the flights"): the chat's
-    dropped "I", so the speaker did it; so did they a fronted participle's ("Sold the Civic, I've got a Kia")."""
-    verb = c.verb
-    if c.subject is not None or verb.i != verb.sent.start or verb.tag_ not in ("VBD", "VBN"):
-        return False
-    if verb.dep_ == "ROOT":
-        # A participle with an object and no auxiliary is no passive: the tagger's VBN for a past tense.
-        return verb.tag_ == "VBD" or any(k.dep_ == "dobj" for k in verb.children) and not any(
-            k.dep_ in ("aux", "auxpass") for k in verb.children)
-    return verb.dep_ == "advcl" and any(k.dep_ == "nsubj" and k.lower_ in ("i", "we") for k in verb.head.children)
-
-
-def _new(t: Token) -> bool:
-    """Return True for the adjective "new", also where the tagger reads a sentence's first word as part of a
-    name ("New gate code is 9902": NNP) while the next word is in lower case (unlike "New York")."""
-    nxt = t.doc[t.i + 1] if t.i + 1 < len(t.doc) else None
-    return t.lower_ == "new" and (t.tag_ == "JJ" or t.dep_ == "amod" or t.is_sent_start and nxt is not None
-                                  and nxt.is_lower and nxt.pos_ == "NOUN")
-
-
-def _proper(t: Token) -> bool:
-    """A proper adjective ("Arabic", "French") names a thing as a noun would: after an attribute noun ("the
-    official language is French") it is the value, not a property of the owned thing ("my sister is Canadian").
-    One the tagger reads as a named thing, not a nationality ("my favourite band is Radiohead": ORG), is a name."""
-    return bool(t.ent_type_) or t.is_title and t.i > t.sent.start
 
 
 def _separate(built: list[Built]) -> list[Built]:

@@ -580,3 +580,15 @@ def _counted_apposition(head: Token, k: Token) -> bool:
     comma = any(t.is_punct for t in doc[min(head.i, k.i) + 1:max(head.i, k.i)])
     return comma and any(x.like_num and x.i < k.i for x in k.children)
 
+
+def speaker_dropped(c: Clause) -> bool:
+    """Return True for a sentence that opens on a past-tense verb with no subject ("Booked the flights"): the chat's
+    dropped "I", so the speaker did it; so did they a fronted participle's ("Sold the Civic, I've got a Kia")."""
+    verb = c.verb
+    if c.subject is not None or verb.i != verb.sent.start or verb.tag_ not in ("VBD", "VBN"):
+        return False
+    if verb.dep_ == "ROOT":
+        # A participle with an object and no auxiliary is no passive: the tagger's VBN for a past tense.
+        return verb.tag_ == "VBD" or any(k.dep_ == "dobj" for k in verb.children) and not any(
+            k.dep_ in ("aux", "auxpass") for k in verb.children)
+    return verb.dep_ == "advcl" and any(k.dep_ == "nsubj" and k.lower_ in ("i", "we") for k in verb.head.children)

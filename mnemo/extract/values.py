@@ -86,3 +86,18 @@ def value_type(span: Any) -> str:
     if _NUMBER.search(text):
         return "number"
     return "thing"
+
+
+def said_new(t: Any) -> bool:
+    """Return True for the adjective "new", also where the tagger reads a sentence's first word as part of a
+    name ("New gate code is 9902": NNP) while the next word is in lower case (unlike "New York")."""
+    nxt = t.doc[t.i + 1] if t.i + 1 < len(t.doc) else None
+    return t.lower_ == "new" and (t.tag_ == "JJ" or t.dep_ == "amod" or t.is_sent_start and nxt is not None
+                                  and nxt.is_lower and nxt.pos_ == "NOUN")
+
+
+def proper_word(t: Any) -> bool:
+    """A proper adjective ("Arabic", "French") names a thing as a noun would: after an attribute noun ("the
+    official language is French") it is the value, not a property of the owned thing ("my sister is Canadian").
+    One the tagger reads as a named thing, not a nationality ("my favourite band is Radiohead": ORG), is a name."""
+    return bool(t.ent_type_) or t.is_title and t.i > t.sent.start
