@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from mnemo.errors import ConfigError
 from mnemo.eval import datasets
 from mnemo.eval.bench.common import Bench, BenchResult, add_turns, register, session_times
 from mnemo.recall.judge import FEATURES, fit
@@ -300,7 +301,7 @@ def _read_rows(path: str) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]
     keep = ["conversation", "dataset", "store", "kind", "question", "answerable", "rules"]
     feats = [json.loads(v) if isinstance(v, str) else list(v) for v in frame["features"]]
     if any(len(f) != len(FEATURES) for f in feats):
-        raise ValueError(f"{path}: its rows' features are not this version's {len(FEATURES)}; run without --rows")
+        raise ConfigError(f"{path}: its rows' features are not this version's {len(FEATURES)}; run without --rows")
     info = [{**{k: r[k] for k in keep}, "answerable": int(r["answerable"]), "features": f}
             for r, f in zip(frame[keep].to_dict("records"), feats, strict=True)]
     return np.asarray(feats, dtype=np.float64), np.asarray([i["answerable"] for i in info], dtype=int), info
