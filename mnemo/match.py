@@ -6,7 +6,8 @@ here once, on structure, with similarity only where structure allows it:
 - entities (`entity_match`): the same key is "same". Identifiers and numbers are hard: "KT-40"
   and "KT-41", "flat 2" and "flat 5" never match. A key whose every word is inside another
   ("Ostara" in "Ostara Books", "flat 2" in "tenant in flat 2") is an "alias", unless one sets itself
-  apart ("my other sister" is not "my sister"); so are the user and the team ("we" includes "I"). Aliases count only where no memory of the same key does.
+  apart ("my other sister" is not "my sister"); so are the user and the team ("we" includes "I").
+  Aliases count only where no memory of the same key does.
 - slots (`slot_match`): the same canonical slot is "exact"; a slot that opens the other
   ("warranty" and "warranty period") is "prefix", one attribute; a slot that ends the other
   ("address" and "home address") is "qualified", one of its kinds; slot phrases whose embeddings

@@ -28,8 +28,8 @@ _SPEAKER = re.compile(r"^\s*(?:[-*\u2022>]+\s*)?(?:[\[(]?\d{1,2}:\d{2}(?::\d{2})
 
 # A line that opens by speaking to someone by name: a greeting or thanks, then the name set off by a comma or ending
 # its sentence ("Hey Mel!", "Thanks, Nate!", "Hi Sam, ..."). The greeting words are English's salutations.
-_VOCATIVE = re.compile(r"^\s*(?:hey|hi|hiya|hello|thanks|thank you|cheers|bye|morning|evening|congrats|congratulations)"
-                       r",?\s+([A-Z][a-z]+)\s*[!,.?]", re.I)
+_VOCATIVE = re.compile(r"^\s*(?i:hey|hi|hiya|hello|thanks|thank you|cheers|bye|morning|evening|congrats|congratulations)"
+                       r",?\s+([A-Z][a-z]+)\s*[!,.?]")
 
 
 _ASSISTANT = frozenset({"assistant", "ai", "bot", "agent", "system", "mnemo", "model", "gpt", "claude", "qwen"})
