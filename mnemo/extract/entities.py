@@ -12,6 +12,7 @@ the newest compatible one (a person for he / she, a thing for it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from .. import lexicon
@@ -153,8 +154,13 @@ def is_person(tok: Token) -> bool:
 
 def _kin(tok: Token) -> bool:
     """Return True for a kin word ("Dad", "my sister", "nan"): a person, whatever the entity tagger says."""
-    kin = lexicon.kin()
-    return tok.lower_ in kin or tok.lower_ in kin.values() or tok.lemma_.lower() in kin.values()
+    words = _kin_words()
+    return tok.lower_ in words or tok.lemma_.lower() in words
+
+
+@cache
+def _kin_words() -> frozenset[str]:
+    return frozenset(lexicon.kin()) | frozenset(lexicon.kin().values())
 
 
 def entity_of(tok: Token, mentions: Mentions) -> Entity:
