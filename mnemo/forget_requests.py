@@ -147,11 +147,12 @@ def forget_actions(r: Any, base: dict[str, Any]) -> list[Action]:
         if not named:
             return [Action("ignore", c, reason="nothing to forget: only the current value matches 'old'",
                            evidence={**base, "kept": a[newest[0]].id, "qualifier": qualifier})]
-    near = sorted((j for j in range(len(a)) if r.free(j)), key=lambda j: -float(r.sims[j]))[:3]
-    if not named and near and _clearly_nearest([float(r.sims[j]) for j in near]):
-        # "I'd rather you didn't remember my locker number" with "my locker code is 5521" stored: no word or slot
-        # names it, but one memory is far closer than any other.
-        named = [(near[0], "nearest (clearly)")]
+    if not named:
+        near = sorted((j for j in range(len(a)) if r.free(j)), key=lambda j: -float(r.sims[j]))[:3]
+        if near and _clearly_nearest([float(r.sims[j]) for j in near]):
+            # "I'd rather you didn't remember my locker number" with "my locker code is 5521" stored: no word or
+            # slot names it, but one memory is far closer than any other.
+            named = [(near[0], "nearest (clearly)")]
     if not named:
         return [Action("ignore", c, reason="nothing matched: nothing forgotten", evidence={
             **base, "max_sim": float(r.sims.max()) if r.sims.size else 0.0,

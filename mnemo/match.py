@@ -59,6 +59,11 @@ def names_apart(a: Any, b: Any) -> bool:
     return _named(shown_a) and _named(shown_b) and entity_match(a.subject, b.subject) is None
 
 
+def _set_apart(a: list[str], b: list[str]) -> bool:
+    """Return True when one of two phrases of a kind sets itself apart from the other ("other sister", "sister")."""
+    return bool(_CONTRAST.intersection(a)) != bool(_CONTRAST.intersection(b))
+
+
 def possessions_apart(a: str | None, b: str | None) -> bool:
     """Return True for two things one owner has under different nouns ("emi's cat", "emi's dog"), or one of them
     set apart from the other ("my sister", "my other sister"): two things."""
@@ -67,7 +72,7 @@ def possessions_apart(a: str | None, b: str | None) -> bool:
         return False
     (owner_a, thing_a), (owner_b, thing_b) = ka.rsplit("'s ", 1), kb.rsplit("'s ", 1)
     wa, wb = thing_a.split(), thing_b.split()
-    return owner_a == owner_b and (wa[-1:] != wb[-1:] or bool(_CONTRAST & set(wa)) != bool(_CONTRAST & set(wb)))
+    return owner_a == owner_b and (wa[-1:] != wb[-1:] or _set_apart(wa, wb))
 
 
 def entity_match(a: str | None, b: str | None) -> str | None:
@@ -87,7 +92,7 @@ def entity_match(a: str | None, b: str | None) -> str | None:
         # "the user's test" may be "the test"; "Mateo's size" is never "Lucía's size", nor Mateo himself.
         return None
     wa, wb = _words(thing_a), _words(thing_b)
-    if bool(_CONTRAST & set(wa)) != bool(_CONTRAST & set(wb)):
+    if _set_apart(wa, wb):
         # "The user's other sister" is another one than "the user's sister": never an alias of it.
         return None
     small, big = (wa, wb) if len(wa) <= len(wb) else (wb, wa)

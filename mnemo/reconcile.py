@@ -63,7 +63,7 @@ from .extract.values import concrete, value_type
 from .forget_requests import forget_actions, names
 from .judge import NEVER_RETIRED, TYPED, Judge, offline_judge, value_kind
 from .model import Action, Candidate, MemoryRecord
-from .normalise import content_tokens, marks, overlap, same_value
+from .normalise import WEEKDAYS, content_tokens, marks, overlap, same_value
 from .updates import CLASSES, UpdateModel, pair_features, side, table_slots
 
 MAX_JUDGED = 3  # same-entity memories in the arbitration band shown to the judge, nearest first
@@ -279,8 +279,8 @@ def _nearest_of_kind(r: _Row) -> int | None:
     """Return the memory a change-cued typed claim moves when nothing named it: the clearly nearest of its type."""
     c, a = r.c, r.active
     kind = value_kind(c)
-    if not concrete(c.meta.get("raw_date") or c.value) or kind == "date" and not c.meta.get("raw_date") and not \
-            _WEEKDAYS.fullmatch(str(c.value)):
+    if not concrete(c.meta.get("raw_date") or c.value) or kind == "date" and not c.meta.get("raw_date") and \
+            str(c.value).lower().removesuffix("s") not in WEEKDAYS:
         # A value that no calendar or count reads ("part of my daily routine", "these days") names nothing to move to;
         # a day of the week ("to Fridays") is one.
         return None
@@ -299,7 +299,6 @@ def _nearest_of_kind(r: _Row) -> int | None:
     return pick if top >= NEAREST_FLOOR and top - second >= NEAREST_MARGIN else None
 
 
-_WEEKDAYS = re.compile(r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?", re.I)
 _WITH_DIGITS = re.compile(r"\S*\d\S*")  # the words of a sentence that say a number: "€2,400", "15:10", "5mg"
 
 

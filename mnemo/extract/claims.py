@@ -42,6 +42,7 @@ from .entities import (
     Mentions,
     attribute_of,
     entity_of,
+    is_kin,
     modifiers,
     name_of,
     resolved_pronouns,
@@ -212,7 +213,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         # thing has many properties and kinds at once, so no one of them replaces another.
         single = False
     if not single and c.copula and owner_slot is not None and slot_tokens and slot_tokens[-1].tag_ == "NN" and \
-            vtype != "name" and slot_tokens[-1].lemma_.lower() not in lexicon.kin() and not role_noun(slot_tokens[-1]):
+            vtype != "name" and not is_kin(slot_tokens[-1]) and not role_noun(slot_tokens[-1]):
         # "Germany's official language is German", "my favourite sport is rugby": a singular attribute noun said
         # with "is" names the one value it has (a definite description), whatever the slot holds elsewhere ("I
         # speak French and German"); a person ("my friend is Tom", kin, a role) stays one of several.

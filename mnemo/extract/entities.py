@@ -149,10 +149,10 @@ def name_of(noun: Token) -> Token | None:
 
 
 def is_person(tok: Token) -> bool:
-    return tok.ent_type_ == "PERSON" or tok.lower_ in THIRD and THIRD[tok.lower_] == "person" or _kin(tok)
+    return tok.ent_type_ == "PERSON" or tok.lower_ in THIRD and THIRD[tok.lower_] == "person" or is_kin(tok)
 
 
-def _kin(tok: Token) -> bool:
+def is_kin(tok: Token) -> bool:
     """Return True for a kin word ("Dad", "my sister", "nan"): a person, whatever the entity tagger says."""
     words = _kin_words()
     return tok.lower_ in words or tok.lemma_.lower() in words
@@ -218,7 +218,7 @@ def entity_of(tok: Token, mentions: Mentions) -> Entity:
 
 def looks_human(tok: Token) -> bool:
     """Return True for a noun the parser's entity types or a person's relations mark as a person."""
-    return tok.ent_type_ == "PERSON" or _kin(tok) or any(c.dep_ == "appos" and c.ent_type_ == "PERSON"
+    return tok.ent_type_ == "PERSON" or is_kin(tok) or any(c.dep_ == "appos" and c.ent_type_ == "PERSON"
                                                           for c in tok.children)
 
 

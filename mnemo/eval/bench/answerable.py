@@ -230,7 +230,8 @@ def run_answerable(recipes: Sequence[str] = ("default",), *, embedder: Any = "mi
         x, y, info = featurise(names, embedder, limit, progress)
     convs = sorted({i["conversation"] for i in info})
     folds = n_folds
-    fold_of = np.array([{c: k % folds for k, c in enumerate(convs)}[i["conversation"]] for i in info])
+    fold_by_conv = {c: k % folds for k, c in enumerate(convs)}
+    fold_of = np.array([fold_by_conv[i["conversation"]] for i in info])
     p_oof, chosen = np.zeros(len(y)), []
     for k in range(folds):
         test = fold_of == k
