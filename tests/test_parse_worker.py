@@ -289,3 +289,23 @@ def test_a_model_that_extracts_needs_no_parse_worker(monkeypatch):
     reports = write.remember_many(mem.store, mem.embedder, Live(), turns, cfg, judge=lambda c, m: {})
     assert len(reports) == 5 and started == []
     mem.close()
+
+
+def test_a_contracted_is_the_model_read_as_a_possessive_is_parsed_as_the_verb():
+    """"Standup's at 10 now": the small model makes "Standup" the root and "'s" its possessive; the sentence is
+    parsed again with the verb written out, and that parse crosses the wire like any other."""
+    texts = ["Standup's at 10 now.", "Tom's happy with it", "My brother's car is red."]
+    docs = parse(texts)
+    assert [t.text for t in docs[0]][:2] == ["Standup", "is"] and docs[0][0].dep_ == "nsubj"
+    assert docs[1][1].lemma_ == "be" and docs[1][0].dep_ == "nsubj"
+    assert [t.dep_ for t in docs[2]][2] == "case", "a real possessive stays one"
+    here = [tokens(d) for d in docs]
+    forget_parses(texts)
+    keep(texts, parse_to_wire(texts))
+    assert [tokens(d) for d in parse(texts)] == here
+
+
+def test_a_second_parse_that_does_not_read_as_meant_is_not_kept():
+    """The verb written out must take the word before it as its subject; otherwise the first parse stands."""
+    (doc,) = parse(["weighed them both at the vet, Pumpkin's 4.6 kg and Pickle's 1.2"])
+    assert doc.text == "weighed them both at the vet, Pumpkin's 4.6 kg and Pickle's 1.2"

@@ -131,6 +131,52 @@ RECENT_SIZE = 256
 _LOCK = threading.Lock()
 
 
+def _misread(doc: Any) -> dict[int, str]:
+    """Return the "'s" tokens the parser read as possessives although they are the verb, each with its verb.
+
+    The word after says so (`verb_of`), or the possessive reading leaves a sentence with no verb and the
+    "'s" stands before no noun ("Tom's happy with it"): a sentence has a verb, and this is the only one.
+    """
+    out = {}
+    for t in doc:
+        if t.lower_ not in ("'s", "\u2019s") or t.dep_ != "case" or t.i + 1 == len(doc):
+            continue
+        if t.norm_ in ("is", "has"):
+            out[t.i] = t.norm_
+        elif (t.head.dep_ == "ROOT" and t.nbor().pos_ in ("ADJ", "ADV", "ADP")
+              and not any(w.pos_ in ("VERB", "AUX") for w in t.sent)):
+            out[t.i] = "is"
+    return out
+
+
+def _pipe(nlp: Any, texts: list[str]) -> list[Any]:
+    """Parse `texts`; a sentence whose "'s" the model still read as a possessive is parsed again spelled out.
+
+    "Standup's at 10 now" and "Tom's happy with it" parse with "Standup" as the root and "'s" as its
+    possessive however the token's norm reads, so they are parsed again as "Standup is at 10 now": the
+    words and their order are kept, the verb is written out. The second parse is kept only where each
+    written-out verb has the word before it as its subject; otherwise the first stands.
+    """
+    docs = list(nlp.pipe(texts, batch_size=BATCH))
+    for k, doc in enumerate(docs):
+        if wrong := _misread(doc):
+            from spacy.tokens import Doc
+
+            words = [wrong.get(t.i, t.text) for t in doc]
+            spaces = [bool(t.whitespace_) or t.i + 1 in wrong for t in doc]
+            again = nlp(Doc(nlp.vocab, words=words, spaces=spaces))
+            # Kept only where it reads as meant: each spelled-out verb has the word before it as its subject.
+            if all(again[i - 1].head.i == i and again[i - 1].dep_.startswith("nsubj") for i in wrong):
+                docs[k] = again
+    return docs
+
+
+def _same_text(read: str, said: str) -> bool:
+    """Return whether a parse's text is `said`, allowing for an "'s" spelled out (`_pipe`)."""
+    verbs = re.compile(r"\s*(?:['\u2019]s|\b(?:is|has))\b")
+    return read == said or verbs.sub("", read) == verbs.sub("", said)
+
+
 def parse(texts: Iterable[str]) -> list[Any]:
     """Return one parsed spaCy Doc per text, in order (batched through nlp.pipe; recent texts reused).
 
@@ -141,7 +187,7 @@ def parse(texts: Iterable[str]) -> list[Any]:
     # One parse at a time: the cache is shared by the threads of a server, and spaCy runs on the GIL anyway.
     with _LOCK:
         todo = [t for t in dict.fromkeys(texts) if t not in _RECENT]
-        for text, doc in zip(todo, nlp.pipe(todo, batch_size=BATCH), strict=True):
+        for text, doc in zip(todo, _pipe(nlp, todo), strict=True):
             _RECENT[text] = doc
         out = []
         for text in texts:
@@ -168,7 +214,7 @@ def parse_to_wire(texts: list[str]) -> bytes:
     from spacy.tokens import DocBin
 
     docs = DocBin(attrs=list(WIRE_ATTRS), store_user_data=False)
-    for doc in _nlp().pipe(texts, batch_size=BATCH):
+    for doc in _pipe(_nlp(), texts):
         docs.add(doc)
     return docs.to_bytes()
 
@@ -180,7 +226,7 @@ def keep(texts: list[str], wire: bytes) -> None:
     nlp = _nlp()
     with _LOCK:
         docs = list(DocBin().from_bytes(wire).get_docs(nlp.vocab))
-        if len(docs) != len(texts) or any(d.text != t for d, t in zip(docs, texts, strict=True)):
+        if len(docs) != len(texts) or any(not _same_text(d.text, t) for d, t in zip(docs, texts, strict=True)):
             raise ValueError("the parses do not match the texts they were asked for")
         for text, doc in zip(texts, docs, strict=True):
             if text not in _RECENT:
