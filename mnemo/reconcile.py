@@ -255,6 +255,11 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
             match.entity_match(c.subject, k) for k in a[j].meta.get("about") or ())]
         typed = [j for j in pool if a[j].single_valued and value_kind(a[j]) == value_kind(c)
                  and not same_value(c.value, a[j].value)]
+        if not typed and retirable:
+            # "4471 got pushed back to the 19th" after "#4471 is 20kg of soy wax, due on the 12th": the one memory
+            # of the thing that says a value of the type (in its value, its numbers or its time) is what moves.
+            typed = [j for j in retirable if value_kind(c) in _kinds(a[j]) and not match.negated(a[j])
+                     and not same_value(c.value, a[j].value)]
         if len(typed) == 1:
             j = typed[0]
             return [_act(r, "supersede", j, f"changed to {c.value} (the {value_kind(c)} of {c.subject})", base,

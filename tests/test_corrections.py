@@ -192,6 +192,12 @@ def test_a_figure_said_to_be_new_replaces_the_old_one():
     ("My manager is Helga.", "I now report to Farid.", "Helga", "Farid"),
     # "New" opening a sentence is the adjective, not part of a name.
     ("The side gate code is 4471.", "New side gate code is 9902.", "4471", "9902"),
+    # "actually" is the discourse adverb of a correction.
+    ("Our choir practises on the second tuesday of the month.", "Sorry, actually it's the second wednesday.",
+     "tuesday", "wednesday"),
+    # The one memory of the order that says a date is what a change of its date moves.
+    ("Order #5120 is two pallets of tiles, due on the 3rd.", "The supplier emailed, 5120 got pushed back to the 9th.",
+     "3rd", "9th"),
 ])
 def test_a_change_said_in_ordinary_words_supersedes_the_old_value(old, turn, stale, new):
     with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
@@ -255,3 +261,12 @@ def test_a_day_said_bare_is_the_events_value_as_on_a_day_is():
         m.remember("The electrician can't make Monday, he's coming Wednesday.", user="u", at=T0 + timedelta(hours=2))
         active = [x for x in m.memories("u") if x.subject == "electrician" and x.attribute == "come"]
         assert len(active) == 1 and "Wednesday" in active[0].text, [(x.text, x.value) for x in m.memories("u")]
+
+
+def test_a_change_to_one_order_leaves_the_next_order_alone():
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        m.remember("Order #5120 is two pallets of tiles, due on the 3rd.", user="u", at=T0)
+        m.remember("Order #5121 is grout, due on the 6th.", user="u", at=T0)
+        m.remember("The supplier emailed, 5120 got pushed back to the 9th.", user="u", at=T0 + timedelta(days=1))
+        active = [x.text for x in m.memories("u")]
+        assert any("6th" in t for t in active) and not any("3rd" in t for t in active), active

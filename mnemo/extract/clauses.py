@@ -299,7 +299,9 @@ def _values(c: Clause, clause: set[int]) -> None:
               or (t.lower_ == "days" and t.i > 0 and t.doc[t.i - 1].lower_ in ("these", "nowadays"))
               for t in own) or any(t.lower_ in ("longer", "anymore") for t in own) or any(
         # "we're going to Sicily instead": "instead" with no "of" says this value takes another's place.
-        t.lower_ == "instead" and (t.i + 1 >= len(t.doc) or t.doc[t.i + 1].lower_ != "of") for t in own)
+        t.lower_ == "instead" and (t.i + 1 >= len(t.doc) or t.doc[t.i + 1].lower_ != "of") for t in own) or any(
+        # "actually, it's the first wednesday": the discourse adverb of a correction (the judge's change cue too).
+        t.lower_ == "actually" and t.dep_ == "advmod" and t.head.i == verb.i for t in own)
     replace_with = next((t for t in own if t.lower_ == "with" and t.head.i == verb.i), None)
     if verb.lemma_ in ("replace", "swap", "substitute") and replace_with is not None:
         # "We replaced Slack with Teams": the object is the old value, "with" the new one.
