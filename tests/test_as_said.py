@@ -458,3 +458,24 @@ def test_a_lone_line_that_speaks_to_someone_by_name_is_a_transcript_line(mem, tu
     kept = _said(mem, turn)
     assert kept and all(m.meta.get("said_by") == speaker.title() and m.text.startswith(f"{speaker.title()}: ")
                         for m in kept), [(m.text, m.meta.get("said_by")) for m in kept]
+
+
+def test_a_name_given_in_passing_is_the_named_persons_and_kept_as_said(mem):
+    """"Her brother Leo is 11": Leo is the brother's name (not the daughter's), kept with the sentence said."""
+    rows = _said(mem, "My daughter Mia is 7.", "Her brother Leo is 11 and he's at Ashgrove school.")
+    names = {m.subject: m for m in rows if m.attribute == "name"}
+    assert names["user's daughter"].value == "Mia"
+    assert names["user's daughter's brother"].value == "Leo"
+    assert "11" in names["user's daughter's brother"].text, "the name is an index of the sentence, not a new one"
+    assert all(m.status == "active" for m in rows) and any("Mia" in m.text for m in rows)
+
+
+@pytest.mark.parametrize("pronoun", ["he", "she"])
+def test_a_pronoun_never_stands_for_a_kin_noun_of_the_other_gender(pronoun):
+    from mnemo.extract.entities import Entity, Mentions
+
+    sister, brother = Entity("user's sister", "the user's sister", True), Entity("user's brother", "the user's brother", True)
+    seen = Mentions()
+    seen.add(sister)
+    seen.add(brother)
+    assert seen.resolve(pronoun) == (brother if pronoun == "he" else sister)

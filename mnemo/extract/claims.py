@@ -273,7 +273,13 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
             and not c.change:
         out.extend(_second_relations(c, frame, tokens, replace, value_tokens))
         out = _separate(out)
-    out.extend(_appositive_names(thing, subj_entity, source))
+    if thing is not None and thing.pos_ == "NOUN" and subj_entity.key and \
+            not subj_entity.key.endswith(thing.lemma_.lower()):
+        # "his sister Ada is 13": the name is the sister's, not her brother's (the clause's subject entity).
+        owned = Entity(f"{subj_entity.key}'s {thing.lemma_.lower()}", f"{subj_entity.display}'s {thing.lemma_.lower()}")
+    else:
+        owned = subj_entity
+    out.extend(_appositive_names(thing, owned, source, said=out[0].candidate.text if out else None))
     out.extend(_named_objects(value_tokens, subj_entity, source))
     return out
 
@@ -567,8 +573,10 @@ def _relative(c: Clause, mentions: Mentions, replace: dict[int, str]) -> tuple[l
     return rest, replace
 
 
-def _appositive_names(thing: Token | None, entity: Entity, source: str, name: str | None = None) -> list[Built]:
-    """Return a name claim for "my sister Ana": (user's sister, name, Ana)."""
+def _appositive_names(thing: Token | None, entity: Entity, source: str, name: str | None = None,
+                      said: str | None = None) -> list[Built]:
+    """Return a name claim for "my sister Ana": (user's sister, name, Ana), kept with the sentence `said` when
+    there is one (the claim is an index of what was said), else "X's name is Y." ("a dog named Biscuit")."""
     if entity.key is None or entity.key in ("user", "team"):
         return []
     if name is None:
@@ -577,7 +585,7 @@ def _appositive_names(thing: Token | None, entity: Entity, source: str, name: st
             return []
         name = span_text([t for t in subtree(found) if t.pos_ == "PROPN"] or [found])
     value = name
-    text = f"{entity.display[0].upper()}{entity.display[1:]}'s name is {value}."
+    text = said or f"{entity.display[0].upper()}{entity.display[1:]}'s name is {value}."
     meta = {"source_text": source, "extractor": EXTRACTOR, "slot_phrase": "name", "value_type": "name",
             "marks": sorted(marks(text)), "subject_display": entity.display}
     cand = Candidate(text=text, kind="semantic", category="profile", subject=entity.key, attribute="name",

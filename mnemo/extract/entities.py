@@ -78,14 +78,22 @@ class Mentions:
         person is never what "they" stands for (number: "they" is a group, or a thing).
         """
         want = THIRD.get(pronoun.lower())
-        for e in reversed(self.seen):
+        # "he" never stands for a daughter, "she" never for a brother: English fixes the pronoun of kin nouns.
+        other = {"he": "she", "him": "she", "his": "she", "she": "he", "her": "he", "hers": "he"}.get(pronoun.lower())
+        seen = [e for e in self.seen if other is None or _pronoun_of(e) != other]
+        for e in reversed(seen):
             if want == "any" and not (e.person and " and " not in e.display) or want != "any" and (
                     want == "person") == e.person:
                 return e
         if want != "person":
             return None
         # A name the tagger left untyped may be a person; a day, a date, a time or an amount never is.
-        return next((e for e in reversed(self.seen) if value_type(e.display) not in _NEVER_PEOPLE), None)
+        return next((e for e in reversed(seen) if value_type(e.display) not in _NEVER_PEOPLE), None)
+
+
+def _pronoun_of(e: Entity) -> str | None:
+    """Return "he" / "she" for an entity its noun fixes ("the user's sister" -> "she"), else None."""
+    return lexicon.pronoun_of().get(e.display.rsplit(" ", 1)[-1].lower())
 
 
 _NEVER_PEOPLE = frozenset({"date", "time", "money", "duration", "number", "age", "phone", "email", "url", "identifier"})
