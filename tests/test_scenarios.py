@@ -139,3 +139,13 @@ def test_load_scenarios_by_name_and_unknown_name(tmp_path):
         load_scenarios(names=["nope"])
     with pytest.raises(ScenarioError, match="no scenario files"):
         load_scenarios(tmp_path)
+
+
+def test_the_fresh_halves_load_and_match():
+    """data/scenarios-fresh: two halves of 20 written blind, matched in mix (README), both strict-loadable."""
+    fresh = SCENARIO_DIR.parent / "scenarios-fresh"
+    a, b = load_scenarios(fresh / "A"), load_scenarios(fresh / "B")
+    assert len(a) == len(b) == 20
+    abstain = [sum(p.abstain is True for s in half for p in s.probes) for half in (a, b)]
+    assert abstain[0] == abstain[1] > 0
+    assert not {s.name for s in a} & {s.name for s in b}
