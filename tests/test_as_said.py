@@ -479,3 +479,11 @@ def test_a_pronoun_never_stands_for_a_kin_noun_of_the_other_gender(pronoun):
     seen.add(sister)
     seen.add(brother)
     assert seen.resolve(pronoun) == (brother if pronoun == "he" else sister)
+
+
+def test_an_object_named_in_passing_keeps_the_sentence_said(mem):
+    """"We've got a border collie called Juno, she's 4": the name is an index of that sentence."""
+    rows = _said(mem, "We've got a border collie called Juno, she's 4.")
+    named = [m for m in rows if m.attribute == "name"]
+    assert named and named[0].value == "Juno"
+    assert "border collie called Juno" in named[0].text and "name is" not in named[0].text

@@ -280,7 +280,7 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
     else:
         owned = subj_entity
     out.extend(_appositive_names(thing, owned, source, said=out[0].candidate.text if out else None))
-    out.extend(_named_objects(value_tokens, subj_entity, source))
+    out.extend(_named_objects(value_tokens, subj_entity, source, said=out[0].candidate.text if out else None))
     return out
 
 
@@ -537,7 +537,7 @@ def _second_relations(c: Clause, frame: _Frame, tokens: list[Token], replace: di
     return out
 
 
-def _named_objects(value: list[Token], entity: Entity, source: str) -> list[Built]:
+def _named_objects(value: list[Token], entity: Entity, source: str, said: str | None = None) -> list[Built]:
     """Return a name claim for an object named in passing: "I have a dog named Biscuit" -> (user's dog, name)."""
     if entity.key is None:
         return []
@@ -550,7 +550,7 @@ def _named_objects(value: list[Token], entity: Entity, source: str) -> list[Buil
             if name is None or t.head.pos_ != "NOUN":
                 continue
             owned = Entity(f"{entity.key}'s {t.head.lemma_.lower()}", f"{entity.display}'s {t.head.lemma_.lower()}")
-            out.extend(_appositive_names(None, owned, source, name=span_text(subtree(name))))
+            out.extend(_appositive_names(None, owned, source, name=span_text(subtree(name)), said=said))
     return out
 
 
