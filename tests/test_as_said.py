@@ -487,3 +487,9 @@ def test_an_object_named_in_passing_keeps_the_sentence_said(mem):
     named = [m for m in rows if m.attribute == "name"]
     assert named and named[0].value == "Juno"
     assert "border collie called Juno" in named[0].text and "name is" not in named[0].text
+
+
+def test_a_lower_case_name_after_a_role_is_the_roles_name(mem):
+    rows = _said(mem, "my manager brigitte is sooo strict about handover notes")
+    assert {(m.subject, m.attribute, m.value) for m in rows} >= {("user's manager", "name", "Brigitte")}
+    assert not any("brigitte" in (m.attribute or "") for m in rows), "a name is no part of a slot"

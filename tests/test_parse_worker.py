@@ -309,3 +309,15 @@ def test_a_second_parse_that_does_not_read_as_meant_is_not_kept():
     """The verb written out must take the word before it as its subject; otherwise the first parse stands."""
     (doc,) = parse(["weighed them both at the vet, Pumpkin's 4.6 kg and Pickle's 1.2"])
     assert doc.text == "weighed them both at the vet, Pumpkin's 4.6 kg and Pickle's 1.2"
+
+
+def test_a_name_chat_writes_in_lower_case_after_a_noun_for_a_person_is_read_as_a_name():
+    """"my manager brigitte is strict": read again capitalised, kept only where the model then reads a name."""
+    (named, common) = parse(["my manager brigitte is sooo strict", "I have a dentist appointment on tuesday"])
+    assert named[2].text == "Brigitte" and named[2].pos_ == "PROPN" and named[2].head.i == 1
+    assert common.text == "I have a dentist appointment on tuesday", "a common noun stays as it was"
+    texts = ["my landlord pete wants the rent by friday"]
+    here = [tokens(d) for d in parse(texts)]
+    forget_parses(texts)
+    keep(texts, parse_to_wire(texts))
+    assert [tokens(d) for d in parse(texts)] == here

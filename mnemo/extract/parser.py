@@ -149,6 +149,32 @@ def _misread(doc: Any) -> dict[int, str]:
     return out
 
 
+def _lower_names(doc: Any) -> set[int]:
+    """Return the lower-case words right after a noun for a person that may be that person's name.
+
+    "my manager brigitte is strict" parses as one compound ("manager brigitte") and "my friend marta" with
+    "marta" a common noun: chat writes names in lower case. Each such word is a candidate; `_pipe` keeps it
+    as a name only where the model, shown it capitalised, reads a named entity set beside the noun.
+    """
+    out = set()
+    for t in doc[1:]:
+        n = doc[t.i - 1]
+        if t.is_alpha and t.text.islower() and t.pos_ in ("NOUN", "PROPN") and n.pos_ == "NOUN" and \
+                n.lower_ in _person_nouns() and (n.dep_ == "compound" and n.head.i == t.i
+                                                   or t.dep_ == "appos" and t.head.i == n.i):
+            out.add(t.i)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _person_nouns() -> frozenset[str]:
+    from .. import lexicon
+
+    roles = {p for p, info in lexicon.slot_table().items() if info.category == "role" and " " not in p}
+    return (lexicon.words("person_nouns") | set(lexicon.kin()) | set(lexicon.kin().values())
+            | set(lexicon.pronoun_of()) | roles)
+
+
 def _pipe(nlp: Any, texts: list[str]) -> list[Any]:
     """Parse `texts`; a sentence whose "'s" the model still read as a possessive is parsed again spelled out.
 
@@ -157,24 +183,33 @@ def _pipe(nlp: Any, texts: list[str]) -> list[Any]:
     words and their order are kept, the verb is written out. The second parse is kept only where each
     written-out verb has the word before it as its subject; otherwise the first stands.
     """
+    from spacy.tokens import Doc
+
     docs = list(nlp.pipe(texts, batch_size=BATCH))
     for k, doc in enumerate(docs):
         if wrong := _misread(doc):
-            from spacy.tokens import Doc
-
             words = [wrong.get(t.i, t.text) for t in doc]
             spaces = [bool(t.whitespace_) or t.i + 1 in wrong for t in doc]
             again = nlp(Doc(nlp.vocab, words=words, spaces=spaces))
             # Kept only where it reads as meant: each spelled-out verb has the word before it as its subject.
             if all(again[i - 1].head.i == i and again[i - 1].dep_.startswith("nsubj") for i in wrong):
                 docs[k] = again
+        if names := _lower_names(docs[k]):
+            doc = docs[k]
+            words = [t.text.capitalize() if t.i in names else t.text for t in doc]
+            again = nlp(Doc(nlp.vocab, words=words, spaces=[bool(t.whitespace_) for t in doc]))
+            # A name only where the model then reads a named entity set beside the noun ("my landlord Pete"),
+            # not where it reads a common noun, capitalised or not ("a dentist Appointment").
+            if all(again[i].pos_ == "PROPN" and again[i].ent_type_ and again[i].head.i == i - 1
+                   and again[i].dep_ in ("appos", "compound") for i in names):
+                docs[k] = again
     return docs
 
 
 def _same_text(read: str, said: str) -> bool:
-    """Return whether a parse's text is `said`, allowing for an "'s" spelled out (`_pipe`)."""
+    """Return whether a parse's text is `said`, allowing for an "'s" spelled out and a name capitalised (`_pipe`)."""
     verbs = re.compile(r"\s*(?:['\u2019]s|\b(?:is|has))\b")
-    return read == said or verbs.sub("", read) == verbs.sub("", said)
+    return read == said or verbs.sub("", read).lower() == verbs.sub("", said).lower()
 
 
 def parse(texts: Iterable[str]) -> list[Any]:
