@@ -221,3 +221,22 @@ def test_a_year_is_four_digits_not_the_number_of_a_model():
         mem.remember("My car is a grey Mazda 3.", user="u", at=NOW)
         r = mem.recall("What year is my car?", user="u")
         assert r.confidence == "unknown" and r.memories, r.provenance["confidence_why"]
+
+
+@pytest.mark.parametrize("question, name", [
+    ("How much rent is paid for flat 3?", "flat 3"),  # the tagger reads "flat" as the numeral's modifier
+    ("Who sits at desk 404?", "desk 404"),
+    ("How many flats does the user rent out?", None),  # a numeral before its noun counts, names nothing
+])
+def test_a_noun_with_a_numeral_after_it_is_named_by_the_question(question, name):
+    q = ask(question)
+    assert (name in q.names) if name else not q.names
+
+
+def test_a_numbered_thing_the_record_never_mentions_is_unknown():
+    """"How much rent is paid for flat 3?" over flats 1 and 2: the record is silent on flat 3."""
+    with mnemo.Memory.open(":memory:", embedder="hash") as m:
+        m.remember("Flat 1 is rented by a couple at 1000 a month.", user="u")
+        m.remember("Flat 2 is a student, she pays 720.", user="u")
+        assert m.recall("How much rent is paid for flat 3?", user="u").confidence == "unknown"
+        assert m.recall("How much rent is paid for flat 2?", user="u").confidence != "unknown"

@@ -251,6 +251,12 @@ def _names(doc: Any) -> list[str]:
         if run:
             out.append(" ".join(x.lower_ for x in run))
             run = []
+        num = doc[t.i + 1] if t is not None and t.i + 1 < len(doc) else None
+        if num is not None and num.like_num and t.pos_ in ("NOUN", "ADJ") and t.is_alpha and (
+                t.pos_ == "NOUN" and num.head.i == t.i or t.head.i == num.i and t.dep_ in ("amod", "compound", "nmod")):
+            # A numeral after its noun designates one thing, as a name does ("flat 3", "room 216"); before it,
+            # it counts ("3 flats"). The tagger may read the noun as the numeral's modifier ("flat 3").
+            out.append(f"{t.lower_} {num.lower_}")
     return [n for n in out if n not in _SELF and n != "user"]
 
 

@@ -453,7 +453,11 @@ def missing_names(q, packed: Sequence[MemoryRecord], names: Mapping[str, str], s
     for name in q.names:
         if name in own:
             continue
-        if not any(about(name, m, names) or _words(name) <= mentions(m) or _said_then(name, m) for m in packed):
+        # A thing named by its number ("flat 3") is another thing than its neighbour ("flat 2"): the number must
+        # be said; a memory about a flat is not about flat 3.
+        number = {w for w in _words(name) if any(ch.isdigit() for ch in w)}
+        if not any(_said_then(name, m) or (about(name, m, names) or _words(name) <= mentions(m))
+                   and number <= mentions(m) | _words(m.text) for m in packed):
             out.append(name)
     return out
 
