@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from .extract.values import concrete, marks, value_type
 from .judge import value_kind
 from .model import CORRECTS_KEY, Candidate, Link, MemoryRecord
-from .normalise import same_value
+from .normalise import WEEKDAYS, same_value
 
 if TYPE_CHECKING:
     from .store import Store
@@ -86,7 +86,9 @@ def moved(old: MemoryRecord, new: Candidate) -> tuple[str, str] | None:
     if contrast is not None:
         return contrast
     kind = value_kind(new)
-    if kind in (None, "date", "duration"):
+    if kind == "date":
+        return _weekday_moved(old.text, str(new.meta.get("raw_date") or ""))
+    if kind in (None, "duration"):
         return None
     theirs = _numbers(old.text)
     said_old = {w.casefold() for _, w in _numbers(new.old_value or "")}
@@ -111,6 +113,32 @@ def moved(old: MemoryRecord, new: Candidate) -> tuple[str, str] | None:
     was = found[0][1]
     now = [w for w in mine if value_type(w) == value_type(was) and w.casefold() != was.casefold()]
     return (was, now[0]) if len(now) == 1 else None
+
+
+def _other_things(old: MemoryRecord, new: str, was: str) -> list[str]:
+    """Return the people `old`'s claim is about (its index, `meta["about"]`) that `new` does not say: "hosted by my
+    friend marta" is a fact a change of the meeting day leaves standing, however it was capitalised (a thing it
+    is about, "in school shoes", is part of the fact changed)."""
+    from .extract.parser import person_nouns
+
+    said = {w.strip(".,;:!?\"'()").casefold().removesuffix("'s") for w in new.split()}
+    out = []
+    for thing in old.meta.get("about") or ():
+        words = [w.casefold().removesuffix("'s") for w in str(thing).split()]
+        if words and words[-1] in person_nouns() and not (set(words) - {"user", "the"}) & said and \
+                was.casefold() not in words:
+            out.append(str(thing))
+    return out
+
+
+def _weekday_moved(old: str, said: str) -> tuple[str, str] | None:
+    """Return (the weekday `old` says, the one `said` names) when each says exactly one and they differ: a day of
+    the week is one word, so it moves as a number does ("the first thursday" -> "the first wednesday")."""
+    now = [w for w in re.findall(r"[A-Za-z]+", said) if w.lower().removesuffix("s") in WEEKDAYS]
+    was = [w for w in re.findall(r"[A-Za-z]+", old) if w.lower().removesuffix("s") in WEEKDAYS]
+    if len(now) != 1 or len(was) != 1 or now[0].lower() == was[0].lower():
+        return None
+    return was[0], now[0]
 
 
 def _other_facts(old: str, new: str, was: str) -> set[str]:
@@ -144,12 +172,14 @@ def remainder(old: MemoryRecord, new: Candidate) -> Candidate | None:
     if change is None:
         return None
     was, now = change
-    if not _other_facts(old.text, new.text, was):
+    if not _other_facts(old.text, new.text, was) and not _other_things(old, new.text, was):
         return None
     text = re.sub(rf"(?<![\w€£$]){re.escape(was)}(?!\w)", now, old.text, count=1)
     if text == old.text:
         return None
-    return _derived(old, text, old.value.replace(was, now) if old.value else None)
+    # A date is kept as a calendar reads it: the weekday moved to is the new claim's value, not a word swapped in.
+    value = new.value if value_kind(new) == "date" else old.value.replace(was, now) if old.value else None
+    return _derived(old, text, value)
 
 
 def _derived(old: MemoryRecord, text: str, value: str | None) -> Candidate:

@@ -493,3 +493,12 @@ def test_a_lower_case_name_after_a_role_is_the_roles_name(mem):
     rows = _said(mem, "my manager brigitte is sooo strict about handover notes")
     assert {(m.subject, m.attribute, m.value) for m in rows} >= {("user's manager", "name", "Brigitte")}
     assert not any("brigitte" in (m.attribute or "") for m in rows), "a name is no part of a slot"
+
+
+def test_a_name_is_kept_with_the_clause_that_says_it(mem):
+    """"my daughter noor is 8 and does swimming on mondays": the name is the first clause's, never the
+    fragment "Does swimming on mondays." that shares its subject."""
+    rows = _said(mem, "my daughter noor is 8 and does swimming on mondays")
+    (named,) = [m for m in rows if m.attribute == "name"]
+    assert named.value == "Noor" and "8" in named.text
+    assert not any(m.text.lower().startswith("does") for m in rows), [m.text for m in rows]

@@ -270,3 +270,13 @@ def test_a_change_to_one_order_leaves_the_next_order_alone():
         m.remember("The supplier emailed, 5120 got pushed back to the 9th.", user="u", at=T0 + timedelta(days=1))
         active = [x.text for x in m.memories("u")]
         assert any("6th" in t for t in active) and not any("3rd" in t for t in active), active
+
+
+def test_a_weekday_change_keeps_the_person_the_sentence_also_named():
+    """A weekday moves as one word does, and the person the old sentence named is no part of the change."""
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        m.remember("our walking group meets on the first monday of the month, led by my friend anika", user="u", at=T0)
+        m.remember("sorry, actually it's the first tuesday", user="u", at=T0 + timedelta(minutes=1))
+        active = [x.text for x in m.memories("u")]
+        assert not [t for t in active if "monday" in t.lower()], active
+        assert [t for t in active if "anika" in t.lower() and "tuesday" in t.lower()], active

@@ -279,7 +279,10 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         owned = Entity(f"{subj_entity.key}'s {thing.lemma_.lower()}", f"{subj_entity.display}'s {thing.lemma_.lower()}")
     else:
         owned = subj_entity
-    out.extend(_appositive_names(thing, owned, source, said=out[0].candidate.text if out else None))
+    # The name is said where its noun is: a clause that shares its subject with the one before ("noor is 8 and
+    # does swimming") leaves the name to that one.
+    if thing is None or thing.i in {t.i for t in c.tokens}:
+        out.extend(_appositive_names(thing, owned, source, said=out[0].candidate.text if out else None))
     out.extend(_named_objects(value_tokens, subj_entity, source, said=out[0].candidate.text if out else None))
     return out
 

@@ -160,14 +160,15 @@ def _lower_names(doc: Any) -> set[int]:
     for t in doc[1:]:
         n = doc[t.i - 1]
         if t.is_alpha and t.text.islower() and t.pos_ in ("NOUN", "PROPN") and n.pos_ == "NOUN" and \
-                n.lower_ in _person_nouns() and (n.dep_ == "compound" and n.head.i == t.i
+                n.lower_ in person_nouns() and (n.dep_ == "compound" and n.head.i == t.i
                                                    or t.dep_ == "appos" and t.head.i == n.i):
             out.add(t.i)
     return out
 
 
 @lru_cache(maxsize=1)
-def _person_nouns() -> frozenset[str]:
+def person_nouns() -> frozenset[str]:
+    """Return the nouns that name a person by a relation: `person_nouns.txt`, kin words, pronoun-table nouns, roles."""
     from .. import lexicon
 
     roles = {p for p, info in lexicon.slot_table().items() if info.category == "role" and " " not in p}
