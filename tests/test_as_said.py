@@ -502,3 +502,13 @@ def test_a_name_is_kept_with_the_clause_that_says_it(mem):
     (named,) = [m for m in rows if m.attribute == "name"]
     assert named.value == "Noor" and "8" in named.text
     assert not any(m.text.lower().startswith("does") for m in rows), [m.text for m in rows]
+
+
+@pytest.mark.parametrize("turn, subject", [
+    ("Flat 2 is a student.", "flat 2"),  # the tagger reads "Flat" as an adjective
+    ("flat 1 pays 1000 a month.", "flat 1"),  # and here makes the numeral the head
+    ("Room 4 has a leak.", "room 4"),
+])
+def test_a_numbered_thing_keeps_its_number_in_its_subject(mem, turn, subject):
+    rows = _said(mem, turn)
+    assert [m.subject for m in rows] == [subject]

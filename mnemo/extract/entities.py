@@ -122,7 +122,9 @@ def number_after(tok: Token) -> list[Token]:
         after = doc[nxt.i + 1] if nxt.i + 1 < len(doc) else None
         # Whatever the entity tagger thinks of "Ticket 31", a number right after a noun names it; only a
         # month ("May 31"), a money sign or a unit after the number ("31 days") makes it something else.
-        if nxt.like_num and tok.pos_ in ("NOUN", "PROPN") and value_type(tok.text) not in ("date", "money") \
+        # The tagger may read the noun as an adjective ("Flat 2" beside "flat tyre"); its numeral says it is one.
+        noun = tok.pos_ in ("NOUN", "PROPN") or nxt.dep_ == "nummod" and nxt.head.i == tok.i and tok.is_alpha
+        if nxt.like_num and noun and value_type(tok.text) not in ("date", "money") \
                 and nxt.ent_type_ not in ("MONEY", "PERCENT") and not (
                 after is not None and after.lower_ in ("am", "pm", "%", "days", "weeks", "months", "years", "hours",
                                                        "minutes", "kg", "km", "euros", "dollars", "pounds")):
@@ -181,6 +183,12 @@ def entity_of(tok: Token, mentions: Mentions) -> Entity:
         return mentions.me
     if IDENTIFIER.fullmatch(tok.text):
         return Entity(tok.text.upper(), tok.text.upper())
+    label = tok.doc[tok.i - 1] if tok.like_num and tok.i > 0 else None
+    if label is not None and label.is_alpha and label.head.i == tok.i and label.dep_ in ("amod", "compound", "nmod") \
+            and value_type(label.text) not in ("date", "money"):
+        # "flat 2 is a student": the tagger made the numeral the head; the noun before it names it with it.
+        shown = f"{label.text} {tok.text}"
+        return Entity(canonical_subject(shown), shown)
     if tok.pos_ == "PRON" or low in FIRST_SINGULAR | FIRST_PLURAL:
         if low in FIRST_SINGULAR:
             return mentions.me
