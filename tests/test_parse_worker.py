@@ -321,3 +321,10 @@ def test_a_name_chat_writes_in_lower_case_after_a_noun_for_a_person_is_read_as_a
     forget_parses(texts)
     keep(texts, parse_to_wire(texts))
     assert [tokens(d) for d in parse(texts)] == here
+
+
+def test_a_lower_case_place_after_a_change_verbs_to_is_read_as_a_place():
+    """"we relocated to ghent in may": "to ghent" is no infinitive after a change verb; "moved to rent" is one."""
+    (place, verb) = parse(["we relocated to ghent in may", "we moved to rent a bigger flat"])
+    assert place[3].text == "Ghent" and place[3].dep_ == "pobj"
+    assert verb.text == "we moved to rent a bigger flat" and verb[3].tag_ == "VB"

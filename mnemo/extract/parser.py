@@ -176,33 +176,54 @@ def person_nouns() -> frozenset[str]:
             | set(lexicon.pronoun_of()) | roles)
 
 
-def _pipe(nlp: Any, texts: list[str]) -> list[Any]:
-    """Parse `texts`; a sentence whose "'s" the model still read as a possessive is parsed again spelled out.
+def _lower_places(doc: Any) -> set[int]:
+    """Return the lower-case words after the "to" of a change verb that the tagger read as an infinitive.
 
-    "Standup's at 10 now" and "Tom's happy with it" parse with "Standup" as the root and "'s" as its
-    possessive however the token's norm reads, so they are parsed again as "Standup is at 10 now": the
-    words and their order are kept, the verb is written out. The second parse is kept only where each
-    written-out verb has the word before it as its subject; otherwise the first stands.
+    "we relocated to ghent in may" parses "to ghent" as "to" + a verb; a change verb ("relocate", "move",
+    "switch") takes a destination there, and chat writes places in lower case. `_pipe` keeps the word as a
+    destination only where the model, shown it capitalised, reads a proper noun as the object of "to".
     """
+    from .. import lexicon
+
+    verbs = lexicon.words("change_verbs")
+    return {t.i for t in doc[1:] if t.tag_ == "VB" and t.is_alpha and t.text.islower() and t.dep_ == "xcomp"
+            and doc[t.i - 1].lower_ == "to" and t.head.lemma_ in verbs}
+
+
+def _again(nlp: Any, doc: Any, words: dict[int, str], space_before: bool = False) -> Any:
+    """Return `doc` parsed again with the words at `words` written as given (a space before each, if asked)."""
     from spacy.tokens import Doc
 
+    return nlp(Doc(nlp.vocab, words=[words.get(t.i, t.text) for t in doc],
+                   spaces=[bool(t.whitespace_) or space_before and t.i + 1 in words for t in doc]))
+
+
+def _pipe(nlp: Any, texts: list[str]) -> list[Any]:
+    """Parse `texts`; where the small model misreads chat, parse the sentence again with a word written out.
+
+    "Standup's at 10 now" and "Tom's happy with it" parse with "Standup" as the root and "'s" as its
+    possessive however the token's norm reads: they are parsed again as "Standup is at 10 now", kept only
+    where each written-out verb has the word before it as its subject. A lower-case name after a noun for a
+    person ("my landlord pete", `_lower_names`) or after a change verb's "to" ("relocated to ghent",
+    `_lower_places`) is tried capitalised, kept only where the model then reads a name there. The
+    words and their order are kept; otherwise the first parse stands.
+    """
     docs = list(nlp.pipe(texts, batch_size=BATCH))
     for k, doc in enumerate(docs):
         if wrong := _misread(doc):
-            words = [wrong.get(t.i, t.text) for t in doc]
-            spaces = [bool(t.whitespace_) or t.i + 1 in wrong for t in doc]
-            again = nlp(Doc(nlp.vocab, words=words, spaces=spaces))
-            # Kept only where it reads as meant: each spelled-out verb has the word before it as its subject.
+            again = _again(nlp, doc, wrong, space_before=True)
             if all(again[i - 1].head.i == i and again[i - 1].dep_.startswith("nsubj") for i in wrong):
                 docs[k] = again
         if names := _lower_names(docs[k]):
-            doc = docs[k]
-            words = [t.text.capitalize() if t.i in names else t.text for t in doc]
-            again = nlp(Doc(nlp.vocab, words=words, spaces=[bool(t.whitespace_) for t in doc]))
-            # A name only where the model then reads a named entity set beside the noun ("my landlord Pete"),
-            # not where it reads a common noun, capitalised or not ("a dentist Appointment").
+            again = _again(nlp, docs[k], {i: docs[k][i].text.capitalize() for i in names})
+            # Not where it reads a common noun, capitalised or not ("a dentist Appointment").
             if all(again[i].pos_ == "PROPN" and again[i].ent_type_ and again[i].head.i == i - 1
                    and again[i].dep_ in ("appos", "compound") for i in names):
+                docs[k] = again
+        if places := _lower_places(docs[k]):
+            again = _again(nlp, docs[k], {i: docs[k][i].text.capitalize() for i in places})
+            # Not where it stays a verb ("moved to Rent a bigger flat").
+            if all(again[i].pos_ == "PROPN" and again[i].dep_ == "pobj" for i in places):
                 docs[k] = again
     return docs
 
