@@ -254,12 +254,12 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
         pool = retirable or [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and any(
             match.entity_match(c.subject, k) for k in a[j].meta.get("about") or ())]
         typed = [j for j in pool if a[j].single_valued and value_kind(a[j]) == value_kind(c)
-                 and not same_value(c.value, a[j].value)]
+                 and not same_value(c.value, a[j].value) and not _same_numbers(c.value, a[j].value)]
         if not typed and retirable:
             # "4471 got pushed back to the 19th" after "#4471 is 20kg of soy wax, due on the 12th": the one memory
             # of the thing that says a value of the type (in its value, its numbers or its time) is what moves.
             typed = [j for j in retirable if value_kind(c) in _kinds(a[j]) and not match.negated(a[j])
-                     and not same_value(c.value, a[j].value)]
+                     and not same_value(c.value, a[j].value) and not _same_numbers(c.value, a[j].value)]
         if len(typed) == 1:
             j = typed[0]
             return [_act(r, "supersede", j, f"changed to {c.value} (the {value_kind(c)} of {c.subject})", base,
@@ -290,7 +290,7 @@ def _nearest_of_kind(r: _Row) -> int | None:
         # a day of the week ("to Fridays") is one.
         return None
     js = [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and not match.negated(a[j])
-          and kind in _kinds(a[j]) and not same_value(c.value, a[j].value)]
+          and kind in _kinds(a[j]) and not same_value(c.value, a[j].value) and not _same_numbers(c.value, a[j].value)]
     if not js:
         return None
     js.sort(key=lambda j: -float(r.sims[j]))
@@ -304,6 +304,14 @@ def _nearest_of_kind(r: _Row) -> int | None:
     return pick if top >= NEAREST_FLOOR and top - second >= NEAREST_MARGIN else None
 
 
+def _same_numbers(a: str | None, b: str | None) -> bool:
+    """Return True when two values say the same numbers: "roughly 8 km both directions" restates "8 km", it
+    changes nothing a count or a calendar reads."""
+    na, nb = _NUMBERS.findall(a or ""), _NUMBERS.findall(b or "")
+    return bool(na) and sorted(na) == sorted(nb)
+
+
+_NUMBERS = re.compile(r"\d+(?:[.:,]\d+)?")
 _WITH_DIGITS = re.compile(r"\S*\d\S*")  # the words of a sentence that say a number: "€2,400", "15:10", "5mg"
 
 

@@ -280,3 +280,13 @@ def test_a_weekday_change_keeps_the_person_the_sentence_also_named():
         active = [x.text for x in m.memories("u")]
         assert not [t for t in active if "monday" in t.lower()], active
         assert [t for t in active if "anika" in t.lower() and "tuesday" in t.lower()], active
+
+
+def test_the_same_number_said_again_with_a_time_cue_is_no_change():
+    """"roughly 8 km both directions" restates "about 8 km each way": nothing a count reads has changed."""
+    with mnemo.Memory.open(":memory:", embedder="minilm", clock=mnemo.SimulatedClock(T0)) as m:
+        m.remember("i cycle to work, it's about 8 km each way", user="u", at=T0)
+        m.remember("getting cold on the bike now, the ride in is roughly 8 km both directions", user="u",
+                   at=T0 + timedelta(days=30))
+        active = [x.text for x in m.memories("u")]
+        assert any("each way" in t for t in active) and any("cycles to work" in t for t in active), active
