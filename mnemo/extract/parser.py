@@ -186,8 +186,10 @@ def _lower_places(doc: Any) -> set[int]:
     from .. import lexicon
 
     verbs = lexicon.words("change_verbs")
+    # A word with a number after it is a thing named by its number ("to room 118"), which the clause reader knows.
     return {t.i for t in doc[1:] if t.tag_ == "VB" and t.is_alpha and t.text.islower() and t.dep_ == "xcomp"
-            and doc[t.i - 1].lower_ == "to" and t.head.lemma_ in verbs}
+            and doc[t.i - 1].lower_ == "to" and t.head.lemma_ in verbs
+            and not (t.i + 1 < len(doc) and doc[t.i + 1].like_num)}
 
 
 def _again(nlp: Any, doc: Any, words: dict[int, str], space_before: bool = False) -> Any:
