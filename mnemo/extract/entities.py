@@ -251,7 +251,8 @@ def attribute_of(tok: Token, mentions: Mentions) -> tuple[Entity, list[Token]] |
     if poss is not None:
         return entity_of(poss, mentions), words
     for prep in (c for c in tok.children if c.dep_ == "prep" and c.lower_ in ("of", "for", "on")):
-        pobj = next((x for x in prep.children if x.dep_ == "pobj"), None)
+        # The tagger may call a name after the preposition its clausal complement ("for QSS-785" as pcomp).
+        pobj = next((x for x in prep.children if x.dep_ == "pobj" or x.dep_ == "pcomp" and x.pos_ == "PROPN"), None)
         if pobj is None:
             # "the deadline for completing the first sprint": a gerund's object is what the attribute is of.
             gerund = next((x for x in prep.children if x.dep_ == "pcomp" and x.tag_ == "VBG"), None)
