@@ -194,6 +194,8 @@ def test_how_with_an_adjective_of_measure_asks_for_a_number(question, wants):
     ("My budget is 300 euros - what should I buy first?", "budget is 300 euros"),
     ("Since we adopted a second cat, how often should I clean the litter tray?", "adopted a second cat"),
     ("I only sold 4 paintings at the fair, is that a bad sign?", "sold 4 paintings"),
+    # An inverted auxiliary before a subject that opens on a determiner starts a question too.
+    ("I take my tablet with breakfast, does the timing matter much?", "with breakfast"),
 ])
 def test_what_a_question_states_before_it_asks_is_remembered(turn, kept):
     texts = [c.text for c in extract_offline(turn)]

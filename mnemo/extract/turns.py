@@ -146,12 +146,14 @@ def _code_note(lang: str, code: str) -> Candidate:
 
 # Where a question starts inside a sentence that ends in one: after a comma or a spaced dash (and a
 # "so" / "but" / "and"), an interrogative word, or an auxiliary inverted before its subject ("can you",
-# "is that"). "where" / "when" / "which" / "who" must be followed by an inversion, or they start a
+# "is that", "does the timing"). "where" / "when" / "which" / "who" must be followed by an inversion, or they start a
 # relative clause (", which has improved to 250ms").
 _INV = r"(?:can|could|would|will|should|shall|may|might|do|does|did|is|are|was|were|have|has|had|am)"
 _PRON = r"(?:you|i|we|it|that|this|there|they|he|she|these|those)"
+# A subject that opens on a determiner inverts as a pronoun does: "does the timing matter", "is my dose right".
+_SUBJECT = rf"(?:{_PRON}|the|a|an|my|your|his|her|our|their|any|some)"
 _ASKS = re.compile(rf"(?:,|\s[-\u2013\u2014])\s+(?:(?:so|but|and|then|or)\s+)?(?=(?:how|what|why)\b|"
-                   rf"(?:where|when|which|who|whom|whose)\s+{_INV}\s+{_PRON}\b|{_INV}\s+{_PRON}\b)", re.I)
+                   rf"(?:where|when|which|who|whom|whose)\s+{_INV}\s+{_PRON}\b|{_INV}\s+{_SUBJECT}\b)", re.I)
 # A sentence led by these is a supposition: what precedes its question is not said to be so.
 _SUPPOSED = re.compile(r"^\s*(?:if|unless|when|whenever|whether|suppose|supposing|assuming|in case|once|until|"
                        r"before|what if|should)\b", re.I)
