@@ -12,6 +12,9 @@ things, keeps them in a derived memory: the old sentence with the corrected valu
 one, so that superseding one value never retires the facts said beside it. A later correction then moves
 every current memory that restates the value, the remainder and the correction alike (`restating`).
 
+What a change can move: `held_kinds(m)` the types of the concrete values a memory says (its value, its numbers,
+its time), and `same_numbers(a, b)` whether two values say the same numbers ("roughly 8 km" restates "8 km").
+
 Forgetting is carried the same way: the other claims of a forgotten memory's sentence (one text, one turn:
 `said_alike`) say what was forgotten, so they go with it, and what they said besides it is kept
 (`forgotten_siblings`, `unsaid`).
@@ -275,3 +278,25 @@ def forgotten_siblings(store: Store, olds: Sequence[MemoryRecord], taken: Set[st
             if m.id not in taken and m.id not in out:
                 out[m.id] = (m, unsaid(m, o))
     return list(out.values())
+
+
+def same_numbers(a: str | None, b: str | None) -> bool:
+    """Return True when two values say the same numbers: "roughly 8 km both directions" restates "8 km", it
+    changes nothing a count or a calendar reads."""
+    na, nb = _NUMBERS.findall(a or ""), _NUMBERS.findall(b or "")
+    return bool(na) and sorted(na) == sorted(nb)
+
+
+_NUMBERS = re.compile(r"\d+(?:[.:,]\d+)?")
+_DIGIT_WORDS = re.compile(r"\S*\d\S*")  # the words of a sentence that say a number: "€2,400", "15:10", "5mg"
+
+
+def held_kinds(m: MemoryRecord) -> set[str | None]:
+    """Return the types of the concrete values a memory holds: its value's, the numbers it says, and its time's
+    ("British Gas are coming to service it on 23 January", "booked Rosalind's for dinner at 7:30"), which is what
+    a later change moves. A vague one ("ask your name yesterday", "a weekend trip") holds nothing to move."""
+    held = [m.value, *(w.strip(".,;:!?()\"'") for w in _DIGIT_WORDS.findall(m.text))]
+    kinds = {value_kind(m) if v == m.value else value_type(str(v)) for v in held if concrete(v)}
+    when = str(m.meta.get("when") or "")
+    when_kind = value_type(when) if concrete(when) else None
+    return kinds | ({when_kind} if when_kind in ("date", "time") else set())

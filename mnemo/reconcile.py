@@ -48,18 +48,17 @@ failure it names (see `causes.link_causes`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from . import lexicon, match
+from . import corrections, lexicon, match
 from .causes import CAUSE_OVERLAP, link_causes
 from .config import WriteConfig
 from .errors import InvalidInput
-from .extract.values import concrete, value_type
+from .extract.values import concrete
 from .forget_requests import forget_actions, names
 from .judge import NEVER_RETIRED, TYPED, Judge, offline_judge, value_kind
 from .model import Action, Candidate, MemoryRecord
@@ -254,12 +253,13 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
         pool = retirable or [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and any(
             match.entity_match(c.subject, k) for k in a[j].meta.get("about") or ())]
         typed = [j for j in pool if a[j].single_valued and value_kind(a[j]) == value_kind(c)
-                 and not same_value(c.value, a[j].value) and not _same_numbers(c.value, a[j].value)]
+                 and not same_value(c.value, a[j].value) and not corrections.same_numbers(c.value, a[j].value)]
         if not typed and retirable:
             # "4471 got pushed back to the 19th" after "#4471 is 20kg of soy wax, due on the 12th": the one memory
             # of the thing that says a value of the type (in its value, its numbers or its time) is what moves.
-            typed = [j for j in retirable if value_kind(c) in _kinds(a[j]) and not match.negated(a[j])
-                     and not same_value(c.value, a[j].value) and not _same_numbers(c.value, a[j].value)]
+            typed = [j for j in retirable if value_kind(c) in corrections.held_kinds(a[j]) and not match.negated(a[j])
+                     and not same_value(c.value, a[j].value)
+                     and not corrections.same_numbers(c.value, a[j].value)]
         if len(typed) == 1:
             j = typed[0]
             return [_act(r, "supersede", j, f"changed to {c.value} (the {value_kind(c)} of {c.subject})", base,
@@ -290,7 +290,8 @@ def _nearest_of_kind(r: _Row) -> int | None:
         # a day of the week ("to Fridays") is one.
         return None
     js = [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and not match.negated(a[j])
-          and kind in _kinds(a[j]) and not same_value(c.value, a[j].value) and not _same_numbers(c.value, a[j].value)]
+          and kind in corrections.held_kinds(a[j]) and not same_value(c.value, a[j].value)
+          and not corrections.same_numbers(c.value, a[j].value)]
     if not js:
         return None
     js.sort(key=lambda j: -float(r.sims[j]))
@@ -302,28 +303,6 @@ def _nearest_of_kind(r: _Row) -> int | None:
     second = next((float(r.sims[j]) for j in js if j not in one), 0.0)
     pick = next((j for j in one if value_kind(a[j]) == kind), js[0])
     return pick if top >= NEAREST_FLOOR and top - second >= NEAREST_MARGIN else None
-
-
-def _same_numbers(a: str | None, b: str | None) -> bool:
-    """Return True when two values say the same numbers: "roughly 8 km both directions" restates "8 km", it
-    changes nothing a count or a calendar reads."""
-    na, nb = _NUMBERS.findall(a or ""), _NUMBERS.findall(b or "")
-    return bool(na) and sorted(na) == sorted(nb)
-
-
-_NUMBERS = re.compile(r"\d+(?:[.:,]\d+)?")
-_WITH_DIGITS = re.compile(r"\S*\d\S*")  # the words of a sentence that say a number: "€2,400", "15:10", "5mg"
-
-
-def _kinds(m: MemoryRecord) -> set[str | None]:
-    """Return the types of the concrete values a memory holds: its value's, the numbers it says, and its time's
-    ("British Gas are coming to service it on 23 January", "booked Rosalind's for dinner at 7:30"), which is what
-    a later change moves. A vague one ("ask your name yesterday", "a weekend trip") holds nothing to move."""
-    held = [m.value, *(w.strip(".,;:!?()\"'") for w in _WITH_DIGITS.findall(m.text))]
-    kinds = {value_kind(m) if v == m.value else value_type(str(v)) for v in held if concrete(v)}
-    when = str(m.meta.get("when") or "")
-    when_kind = value_type(when) if concrete(when) else None
-    return kinds | ({when_kind} if when_kind in ("date", "time") else set())
 
 
 # A memory of another subject is put to the fitted decision only when its sentence is this close and its value
