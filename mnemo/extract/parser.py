@@ -9,6 +9,11 @@ added after the tokenizer: identifiers ("KT-40", "INV-2024-17", "S-208") and the
 attribute names of the slot table ("team lead", "lead time", "due date") are merged into one token
 before tagging, so the tagger sees one noun (the small model reads "the team lead is X" with
 "lead" as a verb otherwise) and claims keep identifiers verbatim.
+
+Where the small model misreads chat, a sentence is parsed a second time with one word written otherwise
+(`_pipe`): an "'s" that is the verb spelled "is", a lower-case name after a noun for a person ("my landlord
+pete") or after a change verb's "to" ("relocated to ghent") capitalised. The second parse is kept only where
+it reads as meant; the words and their order are the speaker's either way.
 """
 
 from __future__ import annotations
@@ -230,10 +235,12 @@ def _pipe(nlp: Any, texts: list[str]) -> list[Any]:
     return docs
 
 
+_WRITTEN_OUT = re.compile(r"\s*(?:['\u2019]s|\b(?:is|has))\b")
+
+
 def _same_text(read: str, said: str) -> bool:
     """Return whether a parse's text is `said`, allowing for an "'s" spelled out and a name capitalised (`_pipe`)."""
-    verbs = re.compile(r"\s*(?:['\u2019]s|\b(?:is|has))\b")
-    return read == said or verbs.sub("", read).lower() == verbs.sub("", said).lower()
+    return read == said or _WRITTEN_OUT.sub("", read).lower() == _WRITTEN_OUT.sub("", said).lower()
 
 
 def parse(texts: Iterable[str]) -> list[Any]:
