@@ -79,12 +79,12 @@ def slot_families() -> dict[str, frozenset[str]]:
 
 
 @cache
-@cache
 def pronoun_of() -> dict[str, str]:
     """Return {noun for a person: "he" or "she"} from `assets/words/gendered_nouns.tsv` ("sister" -> "she")."""
     return dict(line.split("\t")[:2] for line in _lines("gendered_nouns.tsv"))
 
 
+@cache
 def kin() -> dict[str, str]:
     """Return {everyday kin word: the word a question uses} from `assets/words/kin_terms.tsv` ("nan" -> "grandmother")."""
     return dict(line.split("\t")[:2] for line in _lines("kin_terms.tsv"))

@@ -512,3 +512,4 @@ def test_a_name_is_kept_with_the_clause_that_says_it(mem):
 def test_a_numbered_thing_keeps_its_number_in_its_subject(mem, turn, subject):
     rows = _said(mem, turn)
     assert [m.subject for m in rows] == [subject]
+
