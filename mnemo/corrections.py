@@ -13,7 +13,7 @@ one, so that superseding one value never retires the facts said beside it. A lat
 every current memory that restates the value, the remainder and the correction alike (`restating`).
 
 What a change can move: `held_kinds(m)` the types of the concrete values a memory says (its value, its numbers,
-its time), and `same_numbers(a, b)` whether two values say the same numbers ("roughly 8 km" restates "8 km").
+its time), and `moves_to(new, old)` whether a value is another one ("roughly 8 km" restates "8 km").
 
 Forgetting is carried the same way: the other claims of a forgotten memory's sentence (one text, one turn:
 `said_alike`) say what was forgotten, so they go with it, and what they said besides it is kept
@@ -280,11 +280,13 @@ def forgotten_siblings(store: Store, olds: Sequence[MemoryRecord], taken: Set[st
     return list(out.values())
 
 
-def same_numbers(a: str | None, b: str | None) -> bool:
-    """Return True when two values say the same numbers: "roughly 8 km both directions" restates "8 km", it
-    changes nothing a count or a calendar reads."""
-    na, nb = _NUMBERS.findall(a or ""), _NUMBERS.findall(b or "")
-    return bool(na) and sorted(na) == sorted(nb)
+def moves_to(new: str | None, old: str | None) -> bool:
+    """Return True when `new` is another value than `old`: not the same value, nor the same numbers said again
+    ("roughly 8 km both directions" restates "8 km": it changes nothing a count or a calendar reads)."""
+    if same_value(new, old):
+        return False
+    numbers_new, numbers_old = _NUMBERS.findall(new or ""), _NUMBERS.findall(old or "")
+    return not numbers_new or sorted(numbers_new) != sorted(numbers_old)
 
 
 _NUMBERS = re.compile(r"\d+(?:[.:,]\d+)?")

@@ -253,13 +253,12 @@ def _decide(r: _Row, judge: Judge, base: dict[str, Any]) -> list[Action]:
         pool = retirable or [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and any(
             match.entity_match(c.subject, k) for k in a[j].meta.get("about") or ())]
         typed = [j for j in pool if a[j].single_valued and value_kind(a[j]) == value_kind(c)
-                 and not same_value(c.value, a[j].value) and not corrections.same_numbers(c.value, a[j].value)]
+                 and corrections.moves_to(c.value, a[j].value)]
         if not typed and retirable:
             # "4471 got pushed back to the 19th" after "#4471 is 20kg of soy wax, due on the 12th": the one memory
             # of the thing that says a value of the type (in its value, its numbers or its time) is what moves.
             typed = [j for j in retirable if value_kind(c) in corrections.held_kinds(a[j]) and not match.negated(a[j])
-                     and not same_value(c.value, a[j].value)
-                     and not corrections.same_numbers(c.value, a[j].value)]
+                     and corrections.moves_to(c.value, a[j].value)]
         if len(typed) == 1:
             j = typed[0]
             return [_act(r, "supersede", j, f"changed to {c.value} (the {value_kind(c)} of {c.subject})", base,
@@ -290,8 +289,7 @@ def _nearest_of_kind(r: _Row) -> int | None:
         # a day of the week ("to Fridays") is one.
         return None
     js = [j for j in range(len(a)) if r.free(j) and a[j].category not in NEVER_RETIRED and not match.negated(a[j])
-          and kind in corrections.held_kinds(a[j]) and not same_value(c.value, a[j].value)
-          and not corrections.same_numbers(c.value, a[j].value)]
+          and kind in corrections.held_kinds(a[j]) and corrections.moves_to(c.value, a[j].value)]
     if not js:
         return None
     js.sort(key=lambda j: -float(r.sims[j]))

@@ -281,9 +281,10 @@ def claim(c: Clause, mentions: Mentions, now: datetime | None, source: str) -> l
         owned = subj_entity
     # The name is said where its noun is: a clause that shares its subject with the one before ("noor is 8 and
     # does swimming") leaves the name to that one.
+    said_as = out[0].candidate.text if out else None
     if thing is None or thing.i in {t.i for t in c.tokens}:
-        out.extend(_appositive_names(thing, owned, source, said=out[0].candidate.text if out else None))
-    out.extend(_named_objects(value_tokens, subj_entity, source, said=out[0].candidate.text if out else None))
+        out.extend(_appositive_names(thing, owned, source, said=said_as))
+    out.extend(_named_objects(value_tokens, subj_entity, source, said=said_as))
     return out
 
 
