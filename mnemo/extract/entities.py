@@ -79,7 +79,7 @@ class Mentions:
         """
         want = THIRD.get(pronoun.lower())
         # "he" never stands for a daughter, "she" never for a brother: English fixes the pronoun of kin nouns.
-        other = {"he": "she", "him": "she", "his": "she", "she": "he", "her": "he", "hers": "he"}.get(pronoun.lower())
+        other = _OTHER_PRONOUN.get(pronoun.lower())
         seen = [e for e in self.seen if other is None or _pronoun_of(e) != other]
         for e in reversed(seen):
             if want == "any" and not (e.person and " and " not in e.display) or want != "any" and (
@@ -89,6 +89,9 @@ class Mentions:
             return None
         # A name the tagger left untyped may be a person; a day, a date, a time or an amount never is.
         return next((e for e in reversed(seen) if value_type(e.display) not in _NEVER_PEOPLE), None)
+
+
+_OTHER_PRONOUN = {"he": "she", "him": "she", "his": "she", "she": "he", "her": "he", "hers": "he"}
 
 
 def _pronoun_of(e: Entity) -> str | None:

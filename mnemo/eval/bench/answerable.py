@@ -232,17 +232,16 @@ def run_answerable(recipes: Sequence[str] = ("default",), *, embedder: Any = "mi
     folds = n_folds
     fold_by_conv = {c: k % folds for k, c in enumerate(convs)}
     fold_of = np.array([fold_by_conv[i["conversation"]] for i in info])
-    p_oof, chosen = np.zeros(len(y)), []
+    chosen = []
+    p_oof = _oof(x, y, fold_of)
     for k in range(folds):
         test = fold_of == k
         if not test.any() or len(set(y[~test].tolist())) < 2:
             continue
-        model = fit(x[~test], y[~test])
         # The thresholds are chosen on the training folds' own out-of-fold probabilities (a fitted model reads
         # its training rows too well to place a threshold on them).
         vague_at, certain_at = thresholds(y[~test], _oof(x[~test], y[~test], fold_of[~test]))
         chosen.append((vague_at, certain_at))
-        p_oof[test] = [model.probability(r) for r in x[test]]
         for i in np.flatnonzero(test):
             info[i]["vague_at"] = vague_at
     rows = []
