@@ -28,6 +28,7 @@ from .clock import Clock, WallClock, utc
 from .config import Config, recipe
 from .embed import Embedder, make_embedder
 from .errors import InvalidInput, NotFound
+from .extract import extractor_for
 from .judge import model_judge, offline_judge
 from .llm import LLM, connect
 from .model import CATEGORIES, KINDS, Candidate, Event, Forgetting, Link, MemoryRecord, Recall, WriteReport
@@ -49,7 +50,11 @@ class Memory:
         self.llm = llm
         self.clock = clock
         self.config = config
+        # Offline or live is decided here, once: what reads a turn's claims, what arbitrates a pair, what reviews
+        # an expired memory. No stage downstream asks the connection which it is.
+        self.extractor = extractor_for(llm)
         self.judge = offline_judge if llm.offline else model_judge(llm)
+        self.review = decay_stage.review_offline if llm.offline else decay_stage.model_review(llm)
         # The fitted update decision (mnemo.updates), chosen once here like the judge; None: the hand rules.
         self.updates = UpdateModel.load(embedder=embedder.name) if config.write.update_model else None
         # Answerability (recall.judge): P(the record answers the question) decides the confidence.
@@ -95,7 +100,7 @@ class Memory:
 
     def repair(self) -> recover_stage.Repair:
         """Process the turns recorded but never processed (a writer killed mid-batch), once each; say what became of them."""
-        return recover_stage.repair(self.store, self.embedder, self.llm, self.config, self.judge,
+        return recover_stage.repair(self.store, self.embedder, self.extractor, self.config, self.judge,
                                     now=self.clock.now(), hold=self._reconciling, model=self.updates)
 
     def __enter__(self) -> Memory:
@@ -157,7 +162,7 @@ class Memory:
                                              session=spec.get("session", session), agent=spec.get("agent", agent),
                                              at=self._now(when), cfg=self.config))
         with self._reconciling(t.user for t in made):
-            reports = write_stage.remember_many(self.store, self.embedder, self.llm, made, self.config, self.judge,
+            reports = write_stage.remember_many(self.store, self.embedder, self.extractor, made, self.config, self.judge,
                                                 self.updates)
         provenance = self.provenance()
         for report in reports:
@@ -276,8 +281,7 @@ class Memory:
 
     def review_expired(self, at: datetime | None = None) -> list[dict[str, Any]]:
         """Judge each memory past its TTL (keep or forget, with why); return the verdicts."""
-        judge = decay_stage.review_offline if self.llm.offline else decay_stage.model_review(self.llm)
-        return decay_stage.review_expired(self.store, self._now(at), self.config.decay, judge)
+        return decay_stage.review_expired(self.store, self._now(at), self.config.decay, self.review)
 
     # ----------------------------------------------------------------- reads
     def recall(self, query: str, *, user: str, budget_tokens: int | None = None,

@@ -40,7 +40,7 @@ from .store import Store
 
 if TYPE_CHECKING:
     from .embed import Embedder
-    from .llm import LLM
+    from .extract import Extractor
 
 # Why a turn of another role is not replayed from its text.
 NOT_REPLAYED = ("a {role} turn records a structured write that did not finish; its caller was never acknowledged, "
@@ -73,7 +73,7 @@ def by_user(turns: Iterable[Turn]) -> dict[str, list[Turn]]:
     return grouped
 
 
-def repair(store: Store, embedder: Embedder, llm: LLM, cfg: Config, judge: Callable[[Candidate, MemoryRecord], dict],
+def repair(store: Store, embedder: Embedder, extractor: Extractor, cfg: Config, judge: Callable[[Candidate, MemoryRecord], dict],
            *, now: datetime, hold: Callable[[list[str]], AbstractContextManager[Any]], model: Any = None) -> Repair:
     """Process every turn recorded without an outcome, once, and record what became of it (see the module).
 
@@ -93,7 +93,7 @@ def repair(store: Store, embedder: Embedder, llm: LLM, cfg: Config, judge: Calla
                     continue
                 try:
                     context = store.turns_before(turn, cfg.write.context_turns)
-                    (report,) = write.process(store, embedder, llm, [turn], [context], cfg, judge, model)
+                    (report,) = write.process(store, embedder, extractor, [turn], [context], cfg, judge, model)
                 except (LLMUnavailable, StoreError) as exc:
                     # Another time may succeed; the user's later turns wait too, so they are processed in order.
                     done.waiting.extend((t, f"{type(exc).__name__}: {exc}") for t in todo[k:])

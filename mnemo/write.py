@@ -28,7 +28,7 @@ from .corrections import (
 )
 from .decay import ttl_for
 from .embed import PhraseVectors
-from .extract import AHEAD, extract, parse_later, parsed_texts, read_ahead, start_parse_worker
+from .extract import AHEAD, parse_later, parsed_texts, read_ahead, start_parse_worker
 from .model import (
     CONTEXT_KEY,
     CORRECTS_KEY,
@@ -51,7 +51,7 @@ from .updates import UpdateModel
 
 if TYPE_CHECKING:
     from .embed import Embedder
-    from .llm import LLM
+    from .extract import Extractor
 
 # Slot phrases recur turn after turn; each is embedded once per embedder (embed.PhraseVectors).
 PHRASES = PhraseVectors()
@@ -236,7 +236,7 @@ def plan(store: Store, user: str, candidates: list[Candidate], vecs: np.ndarray,
                        declared=declared)
 
 
-def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], cfg: Config,
+def remember_many(store: Store, embedder: Embedder, extractor: Extractor, turns: Sequence[Turn], cfg: Config,
                   judge: Callable[[Candidate, MemoryRecord], dict], model: UpdateModel | None = None
                   ) -> list[WriteReport]:
     """Remember validated turns in order, with the outcomes of one `remember` each; return one report a turn.
@@ -248,26 +248,26 @@ def remember_many(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Tu
     supersedes a fact of the third), and all the memories are written in one transaction.
     """
     contexts = _contexts(store, turns, cfg.write.context_turns + 1)
-    blocks = _blocks(turns, contexts, cfg, llm.offline)
+    blocks = _blocks(turns, contexts, cfg, extractor.offline)
     # With a worker, each next block is parsed in another process while this one is read and written;
     # asked for now, so that a worker that must still load its parser loads while the turns are recorded.
     # (A model, not the parser, extracts when not offline: then there is nothing to parse.)
-    later = llm.offline and cfg.write.parse_worker and len(blocks) > 1 and start_parse_worker() is not None
+    later = extractor.offline and cfg.write.parse_worker and len(blocks) > 1 and start_parse_worker() is not None
     if len(turns) == 1:
         # One turn: recorded in the transaction that writes its memories (one commit, not two), and
         # alone if reading it fails, so a turn is never lost.
         try:
-            return process(store, embedder, llm, turns, contexts, cfg, judge, model, blocks=blocks, record=True)
+            return process(store, embedder, extractor, turns, contexts, cfg, judge, model, blocks=blocks, record=True)
         except BaseException:
             with store.transaction():
                 store.insert_turns(turns)
             raise
     with store.transaction():
         store.insert_turns(turns)
-    return process(store, embedder, llm, turns, contexts, cfg, judge, model, blocks=blocks, worker=later)
+    return process(store, embedder, extractor, turns, contexts, cfg, judge, model, blocks=blocks, worker=later)
 
 
-def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], contexts: list[list[Turn]],
+def process(store: Store, embedder: Embedder, extractor: Extractor, turns: Sequence[Turn], contexts: list[list[Turn]],
             cfg: Config, judge: Callable[[Candidate, MemoryRecord], dict], model: UpdateModel | None = None, *,
             blocks: list[tuple[list[tuple[int, Turn]], list[str]]] | None = None, worker: bool = False,
             record: bool = False) -> list[WriteReport]:
@@ -277,7 +277,7 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
     The memories, events, links and the turns' outcomes are written in one transaction (`record`:
     the turns themselves too, for turns not yet recorded).
     """
-    blocks = blocks if blocks is not None else _blocks(turns, contexts, cfg, llm.offline)
+    blocks = blocks if blocks is not None else _blocks(turns, contexts, cfg, extractor.offline)
     later = worker
     reports: list[WriteReport] = []
     # Events and links are only written here, never read while turns are reconciled: held for one append each.
@@ -294,7 +294,7 @@ def process(store: Store, embedder: Embedder, llm: LLM, turns: Sequence[Turn], c
             else:
                 read_ahead(to_parse)
             ahead = parse_later(blocks[i + 1][1]) if later and i + 1 < len(blocks) else None
-            found = [cap(extract(llm, t, contexts[k], cfg.write), cfg.write.max_candidates) for k, t in block]
+            found = [cap(extractor(t, contexts[k], cfg.write), cfg.write.max_candidates) for k, t in block]
             texts = [c.text for kept, _ in found for c in kept]
             vecs = embedder.embed(texts) if texts else np.zeros((0, store.dim), np.float32)
             stored_vecs = searched_vectors(embedder, [c for kept, _ in found for c in kept], vecs)

@@ -444,6 +444,21 @@ def _turn(text="I live in Lisbon now.", context=()):
     return Turn("t0", "alice", text, NOW, session="s1")
 
 
+def test_offline_or_live_is_chosen_once_where_a_memory_is_opened():
+    """`extractor_for` decides parser or model from the connection; the extractor then reads every turn the same way."""
+    from mnemo import Memory
+    from mnemo.extract import Extractor, extractor_for
+
+    assert extractor_for(FakeLLM({}, offline=True)) == Extractor() and Extractor().offline
+    llm = FakeLLM({"candidates": [_item()]})
+    live = extractor_for(llm)
+    assert not live.offline and live.llm is llm
+    assert live(_turn(), [], CFG)[0].value == "Lisbon" and len(llm.calls) == 1
+    mem = Memory.open(":memory:", embedder="hash", llm="offline")
+    assert mem.extractor.offline and mem.remember("I live in Lisbon.", user="u").added[0].value == "Lisbon"
+    mem.close()
+
+
 def test_live_extraction_calls_the_prompt_and_normalises():
     llm = FakeLLM({"candidates": [_item(), _item(text="INV-5521 amount is 1,200 EUR.", subject="inv-5521",
                                                  attribute="amount", value="1,200 EUR", record_id="inv-5521",

@@ -397,17 +397,18 @@ def _kill_mid_batch(location: str, kill_at: int) -> int:
 import os, signal, sys
 from datetime import datetime, timedelta, timezone
 sys.path.insert(0, {str(ROOT)!r})
-import mnemo.write as write
 from mnemo import Memory
-real, calls = write.extract, []
-def dying(*args, **kwargs):
-    calls.append(1)
-    if len(calls) == {kill_at}:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return real(*args, **kwargs)
-write.extract = dying
 t0 = datetime(2025, 3, 1, 9, tzinfo=timezone.utc)
 mem = Memory.open({location!r}, embedder="hash:64")
+real, calls = mem.extractor, []
+class Dying:  # the memory's extractor, killed at its kill_at-th turn
+    offline = real.offline
+    def __call__(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == {kill_at}:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+mem.extractor = Dying()
 mem.remember_many([{{"text": t, "at": t0 + timedelta(minutes=k)}} for k, t in enumerate({CONVERSATION!r})],
                   user="alice", session="s1")
 print("not killed")
@@ -464,15 +465,19 @@ def test_every_write_records_its_turns_outcome_and_an_unfinished_add_is_skipped_
 
 def test_a_single_turn_whose_reading_raises_is_still_recorded_and_processed_at_the_next_open(backend, monkeypatch):
     """`remember` records its turn in the transaction of its memories; when reading it raises, alone."""
-    import mnemo.write as write
+    class Dead:  # an extractor whose parser dies
+        offline = True
+
+        def __call__(self, *a, **k):
+            raise RuntimeError("parser died")
 
     location = backend.location("raises")
     with Memory.open(location, embedder="hash:64") as mem:
-        real = write.extract
-        monkeypatch.setattr(write, "extract", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("parser died")))
+        real = mem.extractor
+        mem.extractor = Dead()
         with pytest.raises(RuntimeError, match="parser died"):
             mem.remember("I live in Berlin.", user="alice")
-        monkeypatch.setattr(write, "extract", real)
+        mem.extractor = real
         [turn] = mem.store.turns()
         assert turn.text == "I live in Berlin." and mem.store.pending_turns() == [turn]
         assert mem.memories(include_inactive=True) == []

@@ -274,20 +274,22 @@ def test_threads_sharing_the_worker_each_get_their_own_parses(fresh, monkeypatch
 def test_a_model_that_extracts_needs_no_parse_worker(monkeypatch):
     """When a model, not the parser, extracts, nothing is parsed ahead and no worker is started."""
     from mnemo import write
+    from mnemo.extract import Extractor, live
 
-    class Live:  # what write.remember_many asks of the model client here; extraction itself is replaced
-        offline = False
-
+    asked = []
     started = []
     monkeypatch.setattr(write, "start_parse_worker", lambda: started.append(1))
     monkeypatch.setattr(write, "AHEAD", 1)  # a block a turn
-    monkeypatch.setattr(write, "extract", lambda llm, turn, context, cfg: [])
+    # The model's answer is replaced (no network here); what is tested is that the write path asks it, not the parser.
+    monkeypatch.setattr(live, "_live", lambda llm, turn, context, cfg: asked.append(turn.text) or [])
     cfg = recipe("default")
     mem = Memory.open(":memory:", embedder="hash", llm="offline")
     turns = [write.new_turn(f"I live in city {k}.", user="u", session="s", agent=None,
                             at=datetime(2024, 3, 1, 9, k), cfg=cfg) for k in range(5)]
-    reports = write.remember_many(mem.store, mem.embedder, Live(), turns, cfg, judge=lambda c, m: {})
-    assert len(reports) == 5 and started == []
+    model = Extractor(llm=object())
+    assert not model.offline
+    reports = write.remember_many(mem.store, mem.embedder, model, turns, cfg, judge=lambda c, m: {})
+    assert len(reports) == 5 and started == [] and len(asked) == 5
     mem.close()
 
 

@@ -142,15 +142,15 @@ def test_a_save_this_reads_the_previous_turn_of_the_batch_as_its_context():
 
 
 def test_the_turns_are_recorded_even_when_extraction_fails(monkeypatch):
-    from mnemo import write
+    class Broken:  # an extractor that fails on every turn
+        offline = True
+
+        def __call__(self, *a: Any, **kw: Any) -> None:
+            raise RuntimeError("extractor down")
 
     with Memory.open(":memory:", embedder="hash", clock=SimulatedClock(START)) as mem:
         mem.remember("I live in Berlin.", user="u", session="s")
-
-        def broken(*a: Any, **kw: Any) -> None:
-            raise RuntimeError("extractor down")
-
-        monkeypatch.setattr(write, "extract", broken)
+        monkeypatch.setattr(mem, "extractor", Broken())
         with pytest.raises(RuntimeError):
             mem.remember_many(["I work at Acme.", "My sister is Ana."], user="u", session="s")
         assert sorted(t.text for t in mem.store.turns("u")) == ["I live in Berlin.", "I work at Acme.", "My sister is Ana."]

@@ -1,6 +1,7 @@
 """The live extractor: the model answers in the same claim schema the offline parser fills.
 
-    extract(llm, turn, context, cfg)   # llm.offline -> the offline parser, else the "extract" prompt
+    extractor = extractor_for(llm)      # chosen once (`Memory.open`): the offline parser, or the "extract" prompt
+    extractor(turn, context, cfg)       # the claims of one turn; `extractor.offline` says which reads them
 
 The model's answer is normalised like the offline claims (canonical subjects, slots and values,
 ISO dates), floored by the same rules, and a forget command is accepted only when the turn itself
@@ -14,6 +15,8 @@ than read as "nothing found". Reconciliation is one code path for both extractor
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
 from ..config import WriteConfig
 from ..errors import LLMResponseError
@@ -121,10 +124,41 @@ def from_model(item: dict, turn: Turn, cfg: WriteConfig, may_forget: bool) -> Ca
     return finalise(c, cfg, emphasis=False, hedge=False, pinned=bool(item.get("pinned")))
 
 
-def extract(llm, turn: Turn, context: list[Turn], cfg: WriteConfig = WriteConfig()) -> list[Candidate]:
-    """Return the claims in `turn`: the offline parser when `llm.offline`, else the live "extract" prompt."""
-    if llm.offline:
-        return extract_offline(turn.text, context=context, now=turn.at, cfg=cfg, user=turn.user)
+@dataclass(frozen=True)
+class Extractor:
+    """What reads the claims of a turn, chosen once where a memory is opened (`extractor_for`).
+
+    `llm` is the live model that answers the "extract" prompt; None is the offline parser. The write
+    path asks `offline` only to know whether there is anything to parse ahead; which extractor reads a
+    turn is never decided again downstream.
+    """
+
+    llm: Any = None
+
+    @property
+    def offline(self) -> bool:
+        """True when the offline parser, not a model, reads the turns."""
+        return self.llm is None
+
+    def __call__(self, turn: Turn, context: list[Turn], cfg: WriteConfig = WriteConfig()) -> list[Candidate]:
+        """Return the claims in `turn`, with the turns before it as `context`."""
+        if self.llm is None:
+            return extract_offline(turn.text, context=context, now=turn.at, cfg=cfg, user=turn.user)
+        return _live(self.llm, turn, context, cfg)
+
+
+def extractor_for(llm: Any) -> Extractor:
+    """Return the extractor for a model connection: the offline parser when it is offline, else the model."""
+    return Extractor(None if llm.offline else llm)
+
+
+def extract(llm: Any, turn: Turn, context: list[Turn], cfg: WriteConfig = WriteConfig()) -> list[Candidate]:
+    """Return the claims in `turn` read by `extractor_for(llm)` (one turn; the write path holds its extractor)."""
+    return extractor_for(llm)(turn, context, cfg)
+
+
+def _live(llm: Any, turn: Turn, context: list[Turn], cfg: WriteConfig) -> list[Candidate]:
+    """Return the claims the live model reads in `turn` through the "extract" prompt."""
     recent = context[-cfg.context_turns:] if cfg.context_turns > 0 else []
     variables = {
         "text": turn.text,
