@@ -104,3 +104,24 @@ def test_run_folds_feature_rerank_is_fitted_without_the_held_out_fold(tmp_path):
     # The saved reranker is fitted on both folds' main-category questions together.
     model = Reranker.load(str(saved))
     assert model.provenance["questions"] == sum(n_main.values()) and model.provenance["dataset"] == "locomo"
+
+
+def test_run_folds_also_ranks_the_store_written_through_the_write_path():
+    """`write`: every question is asked of the raw turns and of the store `remember_many` wrote, whose memories stand
+    for the turns they came from; the reranker is fitted on both stores' questions, never on its held-out fold."""
+    require_data("locomo")
+    res = folds.run_folds("locomo", ("default",), folds=2, limit=2, embedder="hash", rerank=True, write=True)
+    written = [r for r in res.rows if r["recipe"] == f"feature rerank{folds.WRITTEN}"]
+    turns = [r for r in res.rows if r["recipe"] == "feature rerank"]
+    assert written and len(written) == len(turns)
+    assert {r["question_id"].removesuffix(folds.WRITTEN) for r in written} == {r["question_id"] for r in turns}
+    # Both stores' main-category questions train each fold's model: twice those of one store.
+    n_main = {k: int(res.aggregates[f"feature rerank | fold {k}"]["n"]) for k in (0, 1)}
+    assert [f["train_questions"] for f in res.params["rerank"]] == [2 * n_main[1], 2 * n_main[0]]
+    for name in (f"default {folds.IN_SAMPLE}{folds.WRITTEN}", f"{folds.NO_RERANK}{folds.WRITTEN}",
+                 f"selected{folds.WRITTEN}"):
+        assert 0.0 < res.aggregates[f"{name} | main"]["R@10"] <= 1.0
+    # Without speakers, the shipped reranker leaves written memories in fusion's order: the same as no reranker.
+    same = {r["question_id"]: r["R@10"] for r in res.rows if r["recipe"] == f"{folds.NO_RERANK}{folds.WRITTEN}"}
+    assert all(same[r["question_id"]] == r["R@10"] for r in res.rows
+               if r["recipe"] == f"default {folds.IN_SAMPLE}{folds.WRITTEN}")

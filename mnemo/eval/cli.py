@@ -53,7 +53,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
                                      "(default 512, 64, 512, 512)."),
           write: str = typer.Option(None, help="mquake: how edits are written: structured (default) | text. "
                                     "locomo / realtalk / beam: 'remember' runs the conversations through the write "
-                                    "path and measures what is kept and packed (mnemo/eval/bench/written.py)."),
+                                    "path and measures what is kept and packed (mnemo/eval/bench/written.py); "
+                                    "with --folds, each question is also ranked over that written store."),
           inter_turns: int = typer.Option(100, help="prefeval: distractor pairs between preference and question."),
           form: str = typer.Option("explicit", help="prefeval: explicit | choice | persona."),
           scenarios: Path = typer.Option(None, help="scenarios: the folder of YAML files (default data/scenarios)."),
@@ -81,6 +82,8 @@ def eval_(benchmark: str = typer.Argument(..., help="scenarios | locomo | realta
         options["budget"] = budget
     if benchmark == "mquake":
         options["write"] = write or "structured"
+    elif write == "remember" and folds and benchmark in ("locomo", "realtalk"):
+        options["write"] = True
     elif write == "remember" and benchmark in ("locomo", "realtalk", "beam"):
         options = {"data": benchmark}
         benchmark = "written"

@@ -44,10 +44,13 @@ from mnemo.eval.bench.common import (
     run_of,
     session_times,
 )
+from mnemo.eval.bench.written import transcript_line as written_line
 from mnemo.provenance import git_commit
 from mnemo.recall import rerank as rerank_stage
 
 KEYS = ("R@5", "R@10", "nDCG@10", "RR")
+WRITTEN = " [written]"  # after the name of a system that ranked the store written through the write path
+NO_RERANK = "default, no rerank"
 IN_SAMPLE = "(in-sample: its reranker was fitted on these conversations)"
 SELECT_BY = ("R@10", "nDCG@10")  # what selection maximises on the training folds, in order of precedence
 
@@ -130,8 +133,8 @@ def cross_validate(rows: Sequence[Mapping[str, Any]], folds: Sequence[Sequence[s
 
 def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "default"), *, folds: int = 4,
               limit: int | None = None, embedder: Any = "minilm", llm: Any = "offline", rerank: bool = False,
-              save_reranker: str | None = None, claim_keys: bool = False, progress: Progress | None = None,
-              **_ignored: Any) -> BenchResult:
+              save_reranker: str | None = None, claim_keys: bool = False, write: bool = False,
+              progress: Progress | None = None, **_ignored: Any) -> BenchResult:
     """Return out-of-fold turn retrieval on LoCoMo or REALTALK: fixed `recipes` and the fold-selected candidate.
 
     Rows: one per question and system (each fixed recipe, and "selected"), with its fold, the
@@ -141,6 +144,12 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     conversations, choice and training score; params["candidates"] the grid. With `rerank`, the
     system "feature rerank" is `recall.rerank` fitted per fold on the other folds. `save_reranker`
     writes one reranker fitted on every conversation (what `RecallConfig.rerank` ships).
+
+    With `write`, each conversation is also written through the write path (`Memory.remember_many`, "Name: text"
+    lines, as `eval locomo --write remember` writes it) into a second store, and every question is asked of both:
+    a memory stands for the turn it was extracted from (first occurrence counts). Its systems are named with
+    `WRITTEN` after them; the reranker is fitted on the questions of both stores together (one ranking model for
+    either ingestion), and "default, no rerank" is the default recipe without one, to compare against.
     """
     ds = datasets.load(name)
     convs = ds.conversations[:limit] if limit else ds.conversations
@@ -148,6 +157,8 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     fold_of = {c: k for k, f in enumerate(split) for c in f}
     main = {1, 2, 3, 4} if name == "locomo" else {1, 2, 3}
     fixed = {r: recipe(r).recall for r in recipes}
+    if write and "default" in fixed:
+        fixed[NO_RERANK] = replace(fixed["default"], rerank="")
     systems = {**{f"cand:{c}": cfg for c, cfg in CANDIDATES.items()},
                **{f"recipe:{r}": cfg for r, cfg in fixed.items()}}
     depth = max(cfg.candidates for cfg in systems.values())
@@ -158,34 +169,36 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     meta: dict[str, dict[str, Any]] = {}
     pool: dict[str, tuple[list[str | None], Any, Any]] = {}  # per question: candidates, features, labels
     categories: dict[str, int] = {}
+    stores = ("", WRITTEN) if write else ("",)
     for ci, conv in enumerate(convs):
         qs = [q for q in ds.questions if q.conversation_id == conv.id]
         times = session_times(conv)
-        mem = bench.open(max(times) + timedelta(days=1))["default"]
-        dia_of = add_turns(mem, conv, times, bench.emb.embed([t.document for t in conv.turns]))
-        key_of = keys.add_keys(mem, conv, times, dia_of, bench.emb.embed) if claim_keys else {}
-        people = rerank_stage.people_of(mem.store.memories(conv.id))
         qvecs = bench.emb.embed([q.question for q in qs]) if qs else []
-        for q, qv in zip(qs, qvecs, strict=True):
-            dense, lexical = hits(mem, q.question, user=conv.id, qvec=qv, k=depth * (2 if key_of else 1))
-            then = hits_then(mem, q.question, user=conv.id, qvec=qv, k=depth * (2 if key_of else 1))
-            if key_of:
-                dense, lexical = (keys.fold_keys(h, key_of, depth) for h in (dense, lexical))
-                then = tuple(keys.fold_keys(h, key_of, depth) for h in then) if then else then
-            links = neighbours(mem, dense, lexical, then)
-            for sname, cfg in systems.items():
-                key = f"{q.id}@{sname}"
-                ranked = order(dense, lexical, cfg, then, links, question=q.question, people=people)
-                runs[key] = run_of([dia_of.get(m) for m, _ in ranked])
-                qrels[key] = dict.fromkeys(q.evidence, 1)
-                meta[key] = {"question_id": q.id, "conversation": conv.id, "fold": fold_of[conv.id],
-                             "category": q.category, "category_name": q.category_name, "n_gold": len(q.evidence)}
-            if rerank or save_reranker:
-                categories[q.id] = q.category
-                ids, x = rerank_stage.features(q.question, dense, lexical, then, links, people)
-                dias = [dia_of.get(m) for m in ids]
-                pool[q.id] = (dias, x, np.asarray([float(d in q.evidence) for d in dias]))
-        mem.close()
+        for tag in stores:
+            mem, dia_of = _store(bench, conv, times, written=bool(tag))
+            key_of = keys.add_keys(mem, conv, times, dia_of, bench.emb.embed) if claim_keys and not tag else {}
+            people = rerank_stage.people_of(mem.store.memories(conv.id))
+            for q, qv in zip(qs, qvecs, strict=True):
+                qid = f"{q.id}{tag}"
+                dense, lexical = hits(mem, q.question, user=conv.id, qvec=qv, k=depth * (2 if key_of else 1))
+                then = hits_then(mem, q.question, user=conv.id, qvec=qv, k=depth * (2 if key_of else 1))
+                if key_of:
+                    dense, lexical = (keys.fold_keys(h, key_of, depth) for h in (dense, lexical))
+                    then = tuple(keys.fold_keys(h, key_of, depth) for h in then) if then else then
+                links = neighbours(mem, dense, lexical, then)
+                for sname, cfg in systems.items():
+                    key = f"{qid}@{sname}"
+                    ranked = order(dense, lexical, cfg, then, links, question=q.question, people=people)
+                    runs[key] = run_of([dia_of.get(m) for m, _ in ranked])
+                    qrels[key] = dict.fromkeys(q.evidence, 1)
+                    meta[key] = {"question_id": qid, "conversation": conv.id, "fold": fold_of[conv.id],
+                                 "category": q.category, "category_name": q.category_name, "n_gold": len(q.evidence)}
+                if rerank or save_reranker:
+                    categories[qid] = q.category
+                    ids, x = rerank_stage.features(q.question, dense, lexical, then, links, people)
+                    dias = [dia_of.get(m) for m in ids]
+                    pool[qid] = (dias, x, np.asarray([float(d in q.evidence) for d in dias]))
+            mem.close()
         if progress:
             progress(ci + 1, len(convs), conv.id)
     rerank_fits = _rerank_folds(pool, meta, split, main, runs, qrels) if rerank else []
@@ -213,14 +226,14 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
     rows = []
     for r in per.values():
         if r["system"].startswith("recipe:"):
-            rname = label[r["system"].removeprefix("recipe:")]
+            rname = label[r["system"].removeprefix("recipe:")] + _tag(r)
             rows.append({"qid": f"{r['question_id']}@{rname}", **r, "recipe": rname, "candidate": rname})
         elif r["system"] == "feature rerank":
-            rows.append({"qid": f"{r['question_id']}@rerank", **r, "recipe": "feature rerank",
+            rows.append({"qid": f"{r['question_id']}@rerank", **r, "recipe": f"feature rerank{_tag(r)}",
                          "candidate": f"logreg fold {r['fold']}"})
     for r in cand_rows:
         if r["candidate"] == chosen[r["fold"]]["chosen"]:
-            rows.append({"qid": f"{r['question_id']}@selected", **r, "recipe": "selected"})
+            rows.append({"qid": f"{r['question_id']}@selected", **r, "recipe": f"selected{_tag(r)}"})
     for r in rows:
         r.pop("system", None)
     # Every candidate on every fold too (so a reader can see what selection chose among), without rows.
@@ -237,6 +250,23 @@ def run_folds(name: str, recipes: Sequence[str] = ("dense", "bm25", "hybrid", "d
                                    for c, cfg in CANDIDATES.items()})
     res.configs = configs
     return res
+
+
+def _tag(row: Mapping[str, Any]) -> str:
+    """Return `WRITTEN` for a row of a question asked of the written store, else ""."""
+    return WRITTEN if str(row["question_id"]).endswith(WRITTEN) else ""
+
+
+def _store(bench: Bench, conv: datasets.Conversation, times: Sequence[Any], *, written: bool
+           ) -> tuple[Any, dict[str, str]]:
+    """Return a store of `conv` and {memory id: the dataset turn it stands for}: every turn verbatim, or, `written`,
+    the turns written through `Memory.remember_many` as "Name: text" lines (each memory stands for its turn)."""
+    mem = bench.open(max(times) + timedelta(days=1))["default"]
+    if not written:
+        return mem, add_turns(mem, conv, times, bench.emb.embed([t.document for t in conv.turns]))
+    bench.remember_many(mem, [(written_line(t), t.dia_id, f"{conv.id}/{s.id}", at) for s, at in
+                              zip(conv.sessions, times, strict=True) for t in s.turns if t.role == "user"], user=conv.id)
+    return mem, {m.id: d for m in mem.store.memories(conv.id) if (d := bench.dia(m))}
 
 
 def _rerank_folds(pool: Mapping[str, tuple[list[str | None], Any, Any]], meta: dict[str, dict[str, Any]],

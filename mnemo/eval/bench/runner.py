@@ -128,7 +128,7 @@ def run_eval(benchmark: str, *, recipes: Sequence[str] | None = None, llm: str =
         res = run_folds(benchmark, tuple(recipes or FOLD_RECIPES), folds=options["folds"], limit=limit,
                         embedder=embedder or "minilm", llm=llm, rerank=bool(options.get("rerank")),
                         save_reranker=options.get("save_reranker"), claim_keys=bool(options.get("claim_keys")),
-                        progress=progress)
+                        write=bool(options.get("write")), progress=progress)
     else:
         options.pop("folds", None)
         options.pop("rerank", None)

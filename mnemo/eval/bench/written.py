@@ -61,7 +61,7 @@ def fragment(doc: Any) -> bool:
     return not any(t.pos_ in ("VERB", "AUX") for t in doc) or content_words(doc) < 3
 
 
-def _line(turn: datasets.DialogTurn) -> str:
+def transcript_line(turn: datasets.DialogTurn) -> str:
     """Return the turn as a transcript line, "Name: text"; a user's own turn ("user" speaks) as said."""
     return turn.text if turn.speaker == "user" else f"{turn.speaker}: {turn.text}"
 
@@ -103,7 +103,7 @@ def run_written(name: str, recipes: Sequence[str] = ("default",), *, limit: int 
         end = max(times) + timedelta(days=1)
         mems = bench.open(end)
         for w in bench.writers(mems):
-            batch = [{"text": _line(t), "session": f"{conv.id}/{s.id}", "at": at}
+            batch = [{"text": transcript_line(t), "session": f"{conv.id}/{s.id}", "at": at}
                      for s, at in zip(conv.sessions, times, strict=True) for t in s.turns if t.role == "user"]
             for report in w.remember_many(batch, user=conv.id):
                 texts_written += [_unlabelled(m) for m in [*report.added, *(s.new for s in report.superseded)]]
