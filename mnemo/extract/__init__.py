@@ -13,12 +13,12 @@ model for the same claim schema (`live`). Word lists that remain are data in `wo
 
 from ..normalise import sentences
 from .claims import EXTRACTOR
-from .live import EXTRACT_SCHEMA, Extractor, extract, extractor_for
+from .live import EXTRACT_SCHEMA, Extractor, extractor_for
 from .parse_worker import parse_later, start_parse_worker
 from .parser import ParserUnavailable, parser_name
 from .turns import AHEAD, extract_offline, parsed_texts, read_ahead, read_turn
 
-__all__ = ["AHEAD", "EXTRACT_SCHEMA", "EXTRACTOR", "Extractor", "ParserUnavailable", "extract", "extract_offline",
+__all__ = ["AHEAD", "EXTRACT_SCHEMA", "EXTRACTOR", "Extractor", "ParserUnavailable", "extract_offline",
            "extractor_for", "parse_later",
            "parser_name", "parsed_texts", "read_ahead", "read_turn", "sentences",
            "start_parse_worker"]

@@ -152,11 +152,6 @@ def extractor_for(llm: Any) -> Extractor:
     return Extractor(None if llm.offline else llm)
 
 
-def extract(llm: Any, turn: Turn, context: list[Turn], cfg: WriteConfig = WriteConfig()) -> list[Candidate]:
-    """Return the claims in `turn` read by `extractor_for(llm)` (one turn; the write path holds its extractor)."""
-    return extractor_for(llm)(turn, context, cfg)
-
-
 def _live(llm: Any, turn: Turn, context: list[Turn], cfg: WriteConfig) -> list[Candidate]:
     """Return the claims the live model reads in `turn` through the "extract" prompt."""
     recent = context[-cfg.context_turns:] if cfg.context_turns > 0 else []

@@ -44,7 +44,7 @@ from mnemo.eval.bench.common import (
     run_of,
     session_times,
 )
-from mnemo.eval.bench.written import transcript_line as written_line
+from mnemo.eval.bench.written import transcript_line
 from mnemo.provenance import git_commit
 from mnemo.recall import rerank as rerank_stage
 
@@ -264,7 +264,7 @@ def _store(bench: Bench, conv: datasets.Conversation, times: Sequence[Any], *, w
     mem = bench.open(max(times) + timedelta(days=1))["default"]
     if not written:
         return mem, add_turns(mem, conv, times, bench.emb.embed([t.document for t in conv.turns]))
-    bench.remember_many(mem, [(written_line(t), t.dia_id, f"{conv.id}/{s.id}", at) for s, at in
+    bench.remember_many(mem, [(transcript_line(t), t.dia_id, f"{conv.id}/{s.id}", at) for s, at in
                               zip(conv.sessions, times, strict=True) for t in s.turns if t.role == "user"], user=conv.id)
     return mem, {m.id: d for m in mem.store.memories(conv.id) if (d := bench.dia(m))}
 
