@@ -513,3 +513,27 @@ def test_a_numbered_thing_keeps_its_number_in_its_subject(mem, turn, subject):
     rows = _said(mem, turn)
     assert [m.subject for m in rows] == [subject]
 
+
+
+def test_a_clitic_the_parser_reads_again_written_out_is_kept_as_written(mem):
+    """The parser reads "master's" again as "master is" to find a verb; the memory still says what was written."""
+    texts = " ".join(m.text for m in _said(mem, "I did my PhD at Durham, then my master's in Oslo."))
+    assert "master's in Oslo" in texts and "master is" not in texts, texts
+
+
+CAMPS = "Camps sorted: Ines is doing tennis camp at Westfield 1-5 July and Rafa's at art camp at the library 8-12 July"
+
+
+def test_a_clause_keeps_the_phrases_between_its_words(mem):
+    """A second claim read from one clause ("at the Athenaeum 10-14 June", beside "at chess camp") keeps the
+    clause's words between its own: a text with a hole in it reads as complete and says less than was said."""
+    turn = "lessons booked: Ana's doing swim school at Parkside 3-7 June and Joe's at chess camp at the Athenaeum 10-14 June"
+    texts = [m.text for m in _said(mem, turn)]
+    dated = [t for t in texts if "10-14 June" in t]
+    assert dated and all("chess camp at the Athenaeum" in t for t in dated), texts
+
+
+def test_a_value_the_parser_splits_off_is_joined_to_the_statement_it_follows(mem):
+    """ "8-12 July", split off as a sentence of its own, has no verb and no claim: it is not dropped."""
+    texts = " ".join(m.text for m in _said(mem, CAMPS))
+    assert "8-12 July" in texts, texts

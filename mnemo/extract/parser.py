@@ -100,6 +100,12 @@ def _nlp() -> Any:
                     t.pos_, t.tag_ = "PROPN", "NNP"
             return doc
 
+    from spacy.tokens import Token
+
+    # The word as it was written, where a parse was read again with it written out (`_pipe`): a memory's
+    # text shows what was said ("my master's in Uppsala"), not the parser's reading of it ("master is").
+    if not Token.has_extension("said"):
+        Token.set_extension("said", default=None)
     nlp = model.load()
     nlp.add_pipe("mnemo_identifiers", first=True)
     nlp.add_pipe("mnemo_contractions", after="mnemo_identifiers")
@@ -220,6 +226,8 @@ def _pipe(nlp: Any, texts: list[str]) -> list[Any]:
         if wrong := _misread(doc):
             again = _again(nlp, doc, wrong, space_before=True)
             if all(again[i - 1].head.i == i and again[i - 1].dep_.startswith("nsubj") for i in wrong):
+                for i in wrong:
+                    again[i]._.said = doc[i].text
                 docs[k] = again
         if names := _lower_names(docs[k]):
             again = _again(nlp, docs[k], {i: docs[k][i].text.capitalize() for i in names})

@@ -127,9 +127,11 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
     ids = {t.i for t in toks}
     parts: list[str] = []
     for k, t in enumerate(toks):
-        word = replace.get(t.i, t.text)
+        word = replace.get(t.i) or as_written(t)
         if t.i in replace and t.text.startswith("'") and parts and not parts[-1].endswith(" "):
             parts.append(" ")
+        elif word[0] in "'\u2019" and parts and parts[-1].endswith(" "):
+            parts[-1] = parts[-1].rstrip(" ")  # a clitic read again written out ("master is") joins its word again
         gap = t.whitespace_ if (t.i + 1) in ids or k == len(toks) - 1 else " "
         parts.append(word + gap)
     text = re.sub(r"\s+", " ", "".join(parts)).strip()
@@ -141,6 +143,12 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
         text = f"{me} {text[0].lower()}{text[1:]}"
     text = text[0].upper() + text[1:]
     return text if text.endswith((".", "!", "?", '"', ")")) else text + "."
+
+
+def as_written(t: Token) -> str:
+    """Return a token's text as it was written: the parser may have read it again written out (`parser._pipe`)."""
+    ext = getattr(t, "_", None)
+    return (getattr(ext, "said", None) if ext is not None and t.has_extension("said") else None) or t.text
 
 
 # Pronouns a memory's text may spell out: he and she name one person, and the turn resolves them to a

@@ -154,6 +154,10 @@ def as_said(built: list[claims_mod.Built], sent: Any, me: str) -> list[Candidate
     for b in built:
         c = b.candidate
         named = frozenset(sure(b.tokens, b.replace))
+        if b.tokens and not c.meta.get("from_cause") and (gaps := holes(b.tokens)):
+            # Its words with the phrases it left out between them put back: a text that says no less than it read.
+            b = replace(b, tokens=sorted([*b.tokens, *gaps], key=lambda t: t.i))
+            c = replace(c, text=render(b.tokens, sure(b.tokens, b.replace), me=me))
         if b.tokens and not sentence_like(b.tokens, named) and not c.meta.get("from_cause"):
             c = replace(c, text=whole, meta={**c.meta, "as_said": "sentence", "marks": sorted(marks(whole))})
             covered |= words_of(sent)
@@ -173,6 +177,33 @@ def as_said(built: list[claims_mod.Built], sent: Any, me: str) -> list[Candidate
         # Whole, but not a sentence by itself (no verb, or under three content words): joined to a neighbour
         # of the turn too, and kept as said when there is none.
         out = [replace(c, text=whole, meta={**c.meta, "fragment": SHORT}) for c in out]
+    return out
+
+
+# What a clause may leave out between its own words: the other members of a coordination, and other clauses.
+_SEPARABLE = frozenset({"conj", "cc", "advcl", "relcl", "ccomp", "parataxis", "punct", "mark", "intj", "discourse",
+                        "appos", "preconj", "dep"})
+
+
+def holes(tokens: Sequence[Any]) -> list[Any]:
+    """Return the words a clause's tokens leave out between their first and last word that belong to a phrase
+    depending on a word they keep other than as a conjunct or a clause of its own: "Elsie's in bed by 7:30
+    and Arlo at 8:15" read as "Elsie is by 7:30 and Arlo at 8:15" leaves out "in bed", and its text would say
+    less than the sentence while reading as complete. "I like tea and coffee" -> "I like coffee" leaves out
+    a conjunct and keeps its meaning: no hole."""
+    if not tokens:
+        return []
+    kept = {t.i for t in tokens}
+    doc = tokens[0].doc
+    out = []
+    for i in range(min(kept), max(kept) + 1):
+        if i in kept:
+            continue
+        top = doc[i]
+        while top.head.i != top.i and top.head.i not in kept:
+            top = top.head
+        if top.head.i in kept and top.head.i != top.i and top.dep_ not in _SEPARABLE and not top.is_punct:
+            out.append(doc[i])
     return out
 
 
