@@ -514,6 +514,15 @@ def test_a_numbered_thing_keeps_its_number_in_its_subject(mem, turn, subject):
     assert [m.subject for m in rows] == [subject]
 
 
+@pytest.mark.parametrize("turn, subject", [
+    ("Order DQ-73 shipped to Leeds on Monday, 2 boxes.", "DQ-73"),  # the identifier read as a passive auxiliary
+    ("Order CYB-262 shipped to Lyon on Monday, 12 boxes.", "CYB-262"),  # and as an auxiliary
+])
+def test_an_identifier_after_a_noun_names_it_wherever_the_parser_hangs_it(mem, turn, subject):
+    (m,) = _said(mem, turn)
+    assert (m.subject, m.record_id) == (subject, subject)
+
+
 
 def test_a_clitic_the_parser_reads_again_written_out_is_kept_as_written(mem):
     """The parser reads "master's" again as "master is" to find a verb; the memory still says what was written."""

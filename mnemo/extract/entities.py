@@ -176,6 +176,18 @@ def _kin_words() -> frozenset[str]:
     return frozenset(lexicon.kin()) | frozenset(lexicon.kin().values())
 
 
+# Where the small parser may hang an identifier written after a noun ("Order DQ-73 shipped ..." read with
+# "DQ-73" as the passive auxiliary): not as an argument of its own.
+_MISREAD_LABEL = frozenset({"aux", "auxpass", "dep", "compound", "nummod", "npadvmod", "appos", "nmod"})
+
+
+def _label_after(tok: Any) -> Any:
+    """Return the identifier written right after the noun `tok` ("Order DQ-73", "desk 4B-12"), which names it,
+    wherever the parser attached it, or None."""
+    nxt = tok.doc[tok.i + 1] if tok.pos_ in ("NOUN", "PROPN") and tok.i + 1 < len(tok.doc) else None
+    return nxt if nxt is not None and IDENTIFIER.fullmatch(nxt.text) and nxt.dep_ in _MISREAD_LABEL else None
+
+
 def entity_of(tok: Token, mentions: Mentions) -> Entity:
     """Return the entity a noun phrase headed by `tok` names (see the module docstring).
 
@@ -201,7 +213,7 @@ def entity_of(tok: Token, mentions: Mentions) -> Entity:
         return found or Entity(None, tok.text)
     ident = next((t for t in [tok, *tok.children] if IDENTIFIER.fullmatch(t.text)), None) or next(
         (t for t in subtree(tok) if IDENTIFIER.fullmatch(t.text) and t.head.i == tok.i or
-         IDENTIFIER.fullmatch(t.text) and t.dep_ in ("appos", "nummod", "npadvmod")), None)
+         IDENTIFIER.fullmatch(t.text) and t.dep_ in ("appos", "nummod", "npadvmod")), None) or _label_after(tok)
     if ident is not None:
         return Entity(ident.text.upper(), ident.text.upper())
     poss = next((c for c in tok.children if c.dep_ == "poss"), None)

@@ -553,7 +553,7 @@ def _sentence(sent: Any, raw: str, st: TurnState, speaker: Speaker, emphasis: bo
         elif not sentence_like(sent):
             note = replace(note, meta={**note.meta, "fragment": SHORT})
         found = [finalise(note, st.cfg, emphasis=emphasis, hedge=hedge, pinned=False)]
-    elif not found and not chitchat(text) and any(t.pos_ == "NUM" or t.like_num for t in sent):
+    elif not found and not chitchat(text) and any(t.like_num or any(ch.isdigit() for ch in t.text) for t in sent):
         # A short piece that says a number ("... at the library 8-12 July", split off by the parser) is evidence
         # beside the statement it follows: joined to it (`said.attach_fragments`), never dropped unread.
         note = leaning(_note(sent, raw, me=speaker), sent)
