@@ -127,7 +127,7 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
     ids = {t.i for t in toks}
     parts: list[str] = []
     for k, t in enumerate(toks):
-        word = replace.get(t.i) or as_written(t)
+        word = replace[t.i] if t.i in replace else as_written(t)
         if t.i in replace and t.text.startswith("'") and parts and not parts[-1].endswith(" "):
             parts.append(" ")
         elif word[0] in "'\u2019" and parts and parts[-1].endswith(" "):
@@ -147,8 +147,7 @@ def render(tokens: Sequence[Token], replace: Mapping[int, str] | None = None, *,
 
 def as_written(t: Token) -> str:
     """Return a token's text as it was written: the parser may have read it again written out (`parser._pipe`)."""
-    ext = getattr(t, "_", None)
-    return (getattr(ext, "said", None) if ext is not None and t.has_extension("said") else None) or t.text
+    return getattr(t._, "said", None) or t.text
 
 
 # Pronouns a memory's text may spell out: he and she name one person, and the turn resolves them to a
